@@ -1,0 +1,101 @@
+"""The importer registry: every trace format loopboard reads, detected by content.
+
+Importers are plain modules (no Django import) shared by the web ingest, the API and
+`loopboard scan`. To add a format, write a module with `name`, `label`, `sniff(head)` and
+`parse(stream, source=, limits=)`, and add it to IMPORTERS below (order matters: the first
+importer whose `sniff` says yes wins, so put specific formats before general ones).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+from collections.abc import Iterator
+from typing import IO
+
+from detection.model import Run
+
+from . import native
+from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
+
+__all__ = ["IMPORTERS", "Limits", "TraceError", "detect_format", "iter_runs", "open_trace"]
+
+HEAD_BYTES = 64 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+IMPORTERS: dict[str, Importer] = {
+    module.name: module  # type: ignore[misc]
+    for module in (native,)
+}
+
+
+class _LimitedReader(io.RawIOBase):
+    """Read through to `inner`, failing once more than `limit` bytes came out."""
+
+    def __init__(self, inner: IO[bytes], limit: int, source: str) -> None:
+        self.inner, self.limit, self.source, self.count = inner, limit, source, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        data = self.inner.read(len(buffer))
+        self.count += len(data)
+        if self.count > self.limit:
+            raise TraceError(f"file is larger than the limit of {self.limit} bytes",
+                             source=self.source)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def open_trace(data: bytes | IO[bytes] | str | os.PathLike, *, source: str = "",
+               limits: Limits = DEFAULT_LIMITS) -> tuple[io.BufferedReader, bytes]:
+    """Return a buffered binary stream over the (gunzipped) trace and its first bytes."""
+    if isinstance(data, bytes):
+        raw: IO[bytes] = io.BytesIO(data)
+    elif isinstance(data, str | os.PathLike):
+        raw = open(data, "rb")  # noqa: SIM115 - closed with the stream
+    else:
+        raw = data
+    stream = io.BufferedReader(raw) if not hasattr(raw, "peek") else raw  # type: ignore[arg-type]
+    if stream.peek(2)[:2] == GZIP_MAGIC:
+        stream = io.BufferedReader(gzip.GzipFile(fileobj=stream, mode="rb"))  # type: ignore[arg-type]
+    limited = io.BufferedReader(_LimitedReader(stream, limits.max_bytes, source), HEAD_BYTES)
+    try:
+        head = limited.peek(HEAD_BYTES)[:HEAD_BYTES]
+    except (OSError, EOFError) as exc:  # bad gzip
+        raise TraceError(f"cannot decompress: {exc}", source=source) from None
+    return limited, head
+
+
+def detect_format(head: bytes, *, source: str = "") -> str:
+    """Return the name of the first importer that recognises these first bytes."""
+    for importer in IMPORTERS.values():
+        try:
+            if importer.sniff(head):
+                return importer.name
+        except Exception:  # noqa: BLE001 - a sniffer must never break detection
+            continue
+    if not head.strip():
+        raise TraceError("empty file", source=source)
+    tried = ", ".join(IMPORTERS)
+    raise TraceError(f"unknown trace format (tried: {tried}); pass a format to force one",
+                     source=source, line=1)
+
+
+def iter_runs(data: bytes | IO[bytes] | str | os.PathLike, *, source: str = "",
+              format: str | None = None, limits: Limits = DEFAULT_LIMITS) -> Iterator[Run]:
+    """Yield the runs of one trace file, detecting its format unless one is given."""
+    if not source and isinstance(data, str | os.PathLike):
+        source = os.fspath(data)
+    stream, head = open_trace(data, source=source, limits=limits)
+    if format is None:
+        format = detect_format(head, source=source)
+    elif format not in IMPORTERS:
+        raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}",
+                         source=source)
+    try:
+        yield from IMPORTERS[format].parse(stream, source=source, limits=limits)
+    except (OSError, EOFError) as exc:
+        raise TraceError(f"cannot read: {exc}", source=source) from None

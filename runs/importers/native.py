@@ -1,0 +1,150 @@
+"""loopboard's native JSONL: one event per line (the progress-ledger format is a subset).
+
+Rules (see DESIGN.md, "Native JSONL format"):
+- `type` is `tool_call` or `message`; other types are skipped and counted.
+- `run_id` groups lines into runs (default: one run per file, named after the file).
+- `seq` orders events (default: line order); `id`/`parent_id` give a tree.
+- `status` is `ok` or `error` (default `ok`); errors are explicit, never guessed from text.
+- A line that is not valid JSON, or not an object, is reported (file, line, reason) and
+  skipped; a file with no valid line at all fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+from detection.model import Run, Step
+
+from .base import Limits, TraceError, clip_strings, loads_line, parse_time
+
+name = "native"
+label = "loopboard native JSONL"
+
+ROLES = {"user", "assistant", "system", "reasoning"}
+
+
+def sniff(head: bytes) -> bool:
+    """A JSONL file whose first object has `type` tool_call or message and no foreign marks."""
+    first = head.lstrip().split(b"\n", 1)[0]
+    if not first.startswith(b"{"):
+        return False
+    try:
+        import json
+
+        obj = json.loads(first)
+    except ValueError:
+        return False
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("type") == "tool_call":
+        return "tool" in obj
+    if obj.get("type") == "message":
+        # Gemini stream-json also has type=message, but with `timestamp` + `role` and no
+        # `content` object shape difference; native messages carry `content` as text and
+        # never a `delta` flag. Gemini's first line is normally `init`.
+        return "role" in obj and "delta" not in obj and "session_id" not in obj
+    return False
+
+
+def _number(value: Any, field: str, *, source: str, line: int) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TraceError("expected a number", source=source, line=line, field=field)
+    return value
+
+
+def _text_id(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | None:
+    """Return the step for one event object, None for an event type that is skipped."""
+    if not isinstance(obj, dict):
+        raise TraceError(f"expected a JSON object, got {type(obj).__name__}", source=source,
+                         line=line)
+    kind = obj.get("type")
+    if kind not in ("tool_call", "message"):
+        return None
+    seq = obj.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int | float)):
+        raise TraceError("expected a number", source=source, line=line, field="seq")
+    step = Step(
+        seq=line if seq is None else int(seq),
+        kind="tool_call",
+        id=_text_id(obj.get("id")),
+        parent_id=_text_id(obj.get("parent_id")),
+        started_at=parse_time(obj.get("ts", obj.get("started_at"))),
+        ended_at=parse_time(obj.get("ended_at")),
+        tokens_in=_number(obj.get("tokens_in"), "tokens_in", source=source, line=line),
+        tokens_out=_number(obj.get("tokens_out"), "tokens_out", source=source, line=line),
+        cost=_number(obj.get("cost"), "cost", source=source, line=line),
+    )
+    if kind == "tool_call":
+        tool = obj.get("tool")
+        if not isinstance(tool, str) or not tool:
+            raise TraceError("a tool_call needs a tool name (string)", source=source, line=line,
+                             field="tool")
+        status = obj.get("status", "ok")
+        if status not in ("ok", "error"):
+            raise TraceError(f"status must be 'ok' or 'error', not {status!r}", source=source,
+                             line=line, field="status")
+        step.tool = tool[:200]
+        step.args = clip_strings(obj.get("args", {}), limits.max_value_chars)
+        step.result = clip_strings(obj.get("result"), limits.max_value_chars)
+        step.status = status
+        step.batch_id = _text_id(obj.get("batch_id"))
+    else:
+        role = obj.get("role", "assistant")
+        if role not in ROLES:
+            raise TraceError(f"role must be one of {sorted(ROLES)}, not {role!r}", source=source,
+                             line=line, field="role")
+        content = obj.get("content", "")
+        step.kind = role
+        step.text = clip_strings(content if isinstance(content, str) else str(content),
+                                 limits.max_value_chars)
+    return step
+
+
+def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """Yield one run per `run_id` (in order of first appearance), steps ordered by seq."""
+    default_id = os.path.basename(source) or "run"
+    runs: dict[str, Run] = {}
+    skipped, warnings, first_error = 0, [], None
+    valid = 0
+    for number, raw in enumerate(stream, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = loads_line(raw.rstrip(b"\r\n"), source=source, line=number, limits=limits)
+            step = parse_event(obj, source=source, line=number, limits=limits)
+        except TraceError as exc:
+            skipped += 1
+            first_error = first_error or exc
+            if len(warnings) < 100:
+                warnings.append(str(exc))
+            continue
+        valid += 1
+        if step is None:
+            continue
+        run_id = str(obj.get("run_id") or default_id)
+        run = runs.get(run_id)
+        if run is None:
+            run = runs[run_id] = Run(id=run_id, format=name)
+        if len(run.steps) >= limits.max_steps:
+            raise TraceError(f"run {run_id!r} has more than {limits.max_steps} steps",
+                             source=source, line=number)
+        run.steps.append(step)
+    if valid == 0:
+        if first_error is not None:
+            raise first_error
+        raise TraceError("empty file: no events", source=source)
+    for run in runs.values():
+        run.steps.sort(key=lambda step: step.seq)  # stable: ties keep line order
+        for seq, step in enumerate(run.steps):
+            step.seq = seq
+        run.skipped = skipped
+        run.warnings = list(warnings)
+        yield run
