@@ -1,0 +1,1 @@
+"""loopboard: find the runs where an LLM agent stopped making progress."""

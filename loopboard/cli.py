@@ -1,0 +1,32 @@
+"""The `loopboard` command: `scan` (no database), `push` (to a running server), `serve`.
+
+Each subcommand lives in its own module and is imported only when used, so
+`loopboard scan` never loads Django.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "scan": ("loopboard.scan", "find loops in trace files, no database needed"),
+    "push": ("loopboard.push", "send trace files to a running loopboard"),
+    "serve": ("loopboard.launcher", "set up and start web server + worker (what `make run` does)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Dispatch to a subcommand's `main(argv)` and return its exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help") or args[0] not in COMMANDS:
+        width = max(map(len, COMMANDS))
+        lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+        print("usage: loopboard COMMAND [options]\n\ncommands:\n" + "\n".join(lines))
+        return 0 if args and args[0] in ("-h", "--help") else 2
+    module = importlib.import_module(COMMANDS[args[0]][0])
+    return module.main(args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
