@@ -1,0 +1,315 @@
+"""Claude Code session JSONL (`~/.claude/projects/<project>/<session>.jsonl`).
+
+Mapping (README 3.5), one run per file (id = `sessionId`):
+- Assistant records hold ONE content block each; records with the same `message.id` are one
+  API message: its `text` blocks -> one `assistant` step, its `thinking` blocks -> one
+  `reasoning` step, each `tool_use` -> a `tool_call` step (id = `toolu_…`, tool = `name`,
+  args = `input`, `batch_id` = `message.id`).
+- User records: `tool_result` blocks fill the call with the same `tool_use_id` (result = the
+  text of `content`, `is_error: true` -> status error, `ended_at` = record time); text -> a
+  `user` step, but `isMeta: true` records (hook feedback, command caveats: injected, not
+  typed by the person) -> `system` steps, so they do not start a new user turn.
+- A `tool_result` whose call is not in the file -> a failed-or-ok `tool_call` step of its
+  own, tool `"(unknown)"`. A repeated record `uuid` is skipped; a repeated `tool_use` id in
+  a later message gets a `#n` suffix so step ids stay unique.
+- `system` records -> `system` steps (`content`); `queue-operation`, `file-history-snapshot`,
+  `summary` and unknown types are skipped and counted in `metadata["skipped_records"]`.
+- Sub-agents: `isSidechain: true` records go under the `Task`/`Agent` call that started them
+  (parent_id = that call's step id; matched by the prompt text, else the one unanswered Task
+  call); when such a link exists, main-line steps are chained (parent_id = previous main
+  step) so the sub-agent is a sibling branch. Without a link the run stays linear.
+- Tokens from `message.usage` (last record of the message): tokens_in = input +
+  cache_creation + cache_read input tokens, tokens_out = output tokens, on the first step of
+  the message. Times from `timestamp`. metadata: model, session_id, version, cwd, git_branch.
+- Errors are explicit only (`is_error`); no text rules.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from detection.model import Run, Step
+
+from .base import Limits, parse_time
+from .harness_common import (
+    JsonlReader,
+    content_text,
+    finish_run,
+    head_lines,
+    number,
+    set_result,
+    text_step,
+    tool_step,
+)
+
+name = "claude-code"
+label = "Claude Code session JSONL"
+
+RECORD_TYPES = {
+    "user",
+    "assistant",
+    "system",
+    "queue-operation",
+    "summary",
+    "file-history-snapshot",
+}
+TASK_TOOLS = {"Task", "Agent"}
+
+
+def sniff(head: bytes) -> bool:
+    """JSONL whose records carry Claude Code's `sessionId` plus `uuid`/`parentUuid` or a
+    queue/summary record type."""
+    for obj in head_lines(head):
+        if not isinstance(obj, dict) or obj.get("type") not in RECORD_TYPES:
+            return False
+        if obj.get("type") == "summary" and "leafUuid" in obj:
+            return True
+        if "sessionId" in obj and ("parentUuid" in obj or "uuid" in obj):
+            return True
+        if obj.get("type") != "queue-operation" or "sessionId" not in obj:
+            return False
+    return False
+
+
+@dataclass
+class _Message:
+    """Steps built so far from the records of one assistant API message."""
+
+    text: Step | None = None
+    thinking: Step | None = None
+    first: Step | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _State:
+    limits: Limits
+    steps: list[Step] = field(default_factory=list)
+    messages: dict[str, _Message] = field(default_factory=dict)
+    calls: dict[str, Step] = field(default_factory=dict)  # tool_use id -> newest call step
+    id_counts: Counter = field(default_factory=Counter)
+    answered: set[str] = field(default_factory=set)
+    uuids: set[str] = field(default_factory=set)
+    skipped: Counter = field(default_factory=Counter)
+    task_of: dict[str, str] = field(default_factory=dict)  # sidechain record uuid -> Task id
+    branch: dict[int, str | None] = field(default_factory=dict)  # id(step) -> Task id
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """Yield the one run of a session file."""
+    reader = JsonlReader(stream, source=source, limits=limits)
+    state = _State(limits)
+    for _, record in reader:
+        _record(state, record)
+    reader.check_not_empty()
+    _usage_to_steps(state)
+    _link_sidechains(state)
+    meta = state.meta
+    if state.skipped:
+        meta["skipped_records"] = dict(state.skipped)
+    run_id = str(meta.get("session_id") or os.path.basename(source) or "run")
+    run = Run(
+        id=run_id, format=name, steps=state.steps, metadata=meta, name=str(meta.get("slug") or "")
+    )
+    yield finish_run(reader.annotate(run), source=source, limits=limits)
+
+
+def _record(state: _State, record: dict[str, Any]) -> None:
+    kind = record.get("type")
+    uuid = record.get("uuid")
+    if isinstance(uuid, str):
+        if uuid in state.uuids:
+            state.skipped["duplicate"] += 1
+            return
+        state.uuids.add(uuid)
+    _note_meta(state.meta, record)
+    if kind == "assistant":
+        _assistant(state, record)
+    elif kind == "user":
+        _user(state, record)
+    elif kind == "system":
+        text = content_text(record.get("content"))
+        _add(state, record, text_step("system", text, limits=state.limits, id=uuid))
+    else:
+        state.skipped[str(kind)] += 1
+
+
+def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
+    meta.setdefault("agent", "claude-code")
+    for key, target in (
+        ("sessionId", "session_id"),
+        ("version", "version"),
+        ("cwd", "cwd"),
+        ("gitBranch", "git_branch"),
+        ("slug", "slug"),
+    ):
+        if record.get(key) and target not in meta:
+            meta[target] = record[key]
+    model = (
+        (record.get("message") or {}).get("model") if record.get("type") == "assistant" else None
+    )
+    if isinstance(model, str) and model and not model.startswith("<"):
+        meta.setdefault("model", model)
+
+
+def _add(state: _State, record: dict[str, Any], step: Step) -> Step:
+    step.started_at = step.started_at or parse_time(record.get("timestamp"))
+    state.steps.append(step)
+    state.branch[id(step)] = _task_for(state, record, step)
+    return step
+
+
+def _assistant(state: _State, record: dict[str, Any]) -> None:
+    message = record.get("message") or {}
+    msg_id = str(message.get("id") or record.get("uuid") or len(state.steps))
+    entry = state.messages.setdefault(msg_id, _Message())
+    if isinstance(message.get("usage"), dict):
+        entry.usage = message["usage"]
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        step = _assistant_block(state, record, entry, msg_id, block)
+        if step is not None and entry.first is None:
+            entry.first = step
+
+
+def _assistant_block(
+    state: _State, record: dict[str, Any], entry: _Message, msg_id: str, block: dict[str, Any]
+) -> Step | None:
+    kind = block.get("type")
+    limits = state.limits
+    if kind in ("text", "thinking"):
+        text = block.get("text") if kind == "text" else block.get("thinking")
+        text = text if isinstance(text, str) else ""
+        current = entry.text if kind == "text" else entry.thinking
+        if current is not None:
+            current.text = f"{current.text}\n{text}" if current.text else text
+            return None
+        step_kind, suffix = ("assistant", "") if kind == "text" else ("reasoning", "/thinking")
+        step = _add(
+            state,
+            record,
+            text_step(step_kind, text, limits=limits, id=msg_id + suffix, batch_id=msg_id),
+        )
+        if kind == "text":
+            entry.text = step
+        else:
+            entry.thinking = step
+        return step
+    if kind in ("tool_use", "server_tool_use"):
+        call_id = str(block.get("id") or f"{msg_id}/{len(state.steps)}")
+        count = state.id_counts[call_id]
+        state.id_counts[call_id] += 1
+        unique = call_id if count == 0 else f"{call_id}#{count + 1}"
+        step = tool_step(
+            tool=str(block.get("name") or ""),
+            args=block.get("input"),
+            limits=limits,
+            id=unique,
+            batch_id=msg_id,
+        )
+        state.calls[call_id] = step  # the newest call with this id answers its results
+        return _add(state, record, step)
+    return None
+
+
+def _user(state: _State, record: dict[str, Any]) -> None:
+    content = (record.get("message") or {}).get("content")
+    kind = "system" if record.get("isMeta") else "user"
+    if isinstance(content, str):
+        _add(state, record, text_step(kind, content, limits=state.limits, id=record.get("uuid")))
+        return
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_result":
+            _tool_result(state, record, block)
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    if texts:
+        _add(
+            state,
+            record,
+            text_step(kind, "\n".join(texts), limits=state.limits, id=record.get("uuid")),
+        )
+
+
+def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -> None:
+    call_id = str(block.get("tool_use_id") or "")
+    call = state.calls.get(call_id)
+    result = block.get("content")
+    result = content_text(result) if isinstance(result, list) else result
+    ended = parse_time(record.get("timestamp"))
+    if call is None or call.id in state.answered:
+        call = _add(
+            state,
+            record,
+            tool_step(
+                tool="(unknown)",
+                args={},
+                limits=state.limits,
+                id=f"{call_id}/result" if call_id else None,
+            ),
+        )
+        state.skipped["result_without_call"] += 1
+    state.answered.add(str(call.id))
+    set_result(
+        call, result, error=block.get("is_error") is True, limits=state.limits, ended_at=ended
+    )
+
+
+def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:
+    """Return the Task call id a sidechain record belongs to, when it can be told."""
+    if not record.get("isSidechain"):
+        return None
+    uuid, parent = record.get("uuid"), record.get("parentUuid")
+    task = state.task_of.get(parent) if isinstance(parent, str) else None
+    if task is None:
+        open_tasks = [
+            s for s in state.calls.values() if s.tool in TASK_TOOLS and s.id not in state.answered
+        ]
+        prompt = step.text if step.kind == "user" else None
+        matching = [s for s in open_tasks if prompt and (s.args or {}).get("prompt") == prompt]
+        if matching:
+            task = matching[-1].id
+        elif len(open_tasks) == 1:
+            task = open_tasks[0].id
+    if task is not None and isinstance(uuid, str):
+        state.task_of[uuid] = task
+    return task
+
+
+def _usage_to_steps(state: _State) -> None:
+    for entry in state.messages.values():
+        if entry.first is None or not entry.usage:
+            continue
+        usage = entry.usage
+        parts = [
+            number(usage.get(k))
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        ]
+        if any(p is not None for p in parts):
+            entry.first.tokens_in = sum(p or 0 for p in parts)
+        entry.first.tokens_out = number(usage.get("output_tokens"))
+
+
+def _link_sidechains(state: _State) -> None:
+    """Chain main-line steps and hang sub-agent steps under their Task call, if any link."""
+    if not any(state.branch.get(id(step)) for step in state.steps):
+        return
+    for position, step in enumerate(state.steps):
+        if step.id is None:
+            step.id = f"step-{position}"
+    last: dict[str | None, str | None] = {}
+    for step in state.steps:
+        task = state.branch.get(id(step))
+        step.parent_id = last.get(task, task)
+        last[task] = step.id
