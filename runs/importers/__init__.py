@@ -16,7 +16,7 @@ from typing import IO
 
 from detection.model import Run
 
-from . import native
+from . import claude_code, codex, gemini, mini_swe_agent, native, openhands, swe_agent
 from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
 
 __all__ = ["IMPORTERS", "Limits", "TraceError", "detect_format", "iter_runs", "open_trace"]
@@ -26,7 +26,17 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 IMPORTERS: dict[str, Importer] = {
     module.name: module  # type: ignore[misc]
-    for module in (native,)
+    for module in (
+        # agent-harness formats: precise sniffers, before the general ones
+        claude_code,
+        codex,
+        gemini.stream,
+        gemini.chat,
+        mini_swe_agent,
+        swe_agent,
+        openhands,
+        native,
+    )
 }
 
 
