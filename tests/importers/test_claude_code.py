@@ -39,14 +39,26 @@ def jsonl(*records) -> bytes:
 
 
 def rec(kind, uuid, content, parent=None, **extra):
-    return {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s1",
-            "timestamp": "2026-01-21T06:19:38.000Z", "isSidechain": False,
-            "message": {"role": kind, "content": content}, **extra}
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": "s1",
+        "timestamp": "2026-01-21T06:19:38.000Z",
+        "isSidechain": False,
+        "message": {"role": kind, "content": content},
+        **extra,
+    }
 
 
 def use(uuid, parent, msg_id, call_id, name, args, **extra):
-    record = rec("assistant", uuid, [{"type": "tool_use", "id": call_id, "name": name,
-                                      "input": args}], parent, **extra)
+    record = rec(
+        "assistant",
+        uuid,
+        [{"type": "tool_use", "id": call_id, "name": name, "input": args}],
+        parent,
+        **extra,
+    )
     record["message"].update(id=msg_id, model="claude-x")
     return record
 
@@ -100,10 +112,19 @@ def test_sidechain_records_hang_under_their_task_call():
         use("a1", "u1", "m1", "toolu_T", "Task", {"prompt": "explore"}),
         rec("user", "s1", "explore", "a1", isSidechain=True),
         use("s2", "s1", "m2", "toolu_S", "Glob", {"pattern": "*"}, isSidechain=True),
-        rec("user", "s3", [{"type": "tool_result", "tool_use_id": "toolu_S", "content": "a.py"}],
-            "s2", isSidechain=True),
-        rec("user", "u2", [{"type": "tool_result", "tool_use_id": "toolu_T", "content": "done"}],
-            "a1"),
+        rec(
+            "user",
+            "s3",
+            [{"type": "tool_result", "tool_use_id": "toolu_S", "content": "a.py"}],
+            "s2",
+            isSidechain=True,
+        ),
+        rec(
+            "user",
+            "u2",
+            [{"type": "tool_result", "tool_use_id": "toolu_T", "content": "done"}],
+            "a1",
+        ),
         use("a2", "u2", "m3", "toolu_B", "Bash", {"command": "ls"}),
     )
     (run,) = runs_of(data)
@@ -120,8 +141,11 @@ def test_result_without_call_call_without_result_and_duplicate_ids():
         use("a1", "u1", "m1", "toolu_1", "Read", {"file_path": "a"}),
         rec("user", "u2", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}]),
         use("a2", "u2", "m2", "toolu_1", "Read", {"file_path": "b"}),
-        rec("user", "u3", [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "?",
-                            "is_error": True}]),
+        rec(
+            "user",
+            "u3",
+            [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "?", "is_error": True}],
+        ),
     )
     (run,) = runs_of(data)
     calls = [step for step in run.steps if step.kind == "tool_call"]

@@ -53,8 +53,15 @@ def test_user_text_is_not_duplicated_and_context_is_system():
 
 def test_repeated_failing_command_has_identical_args_and_results():
     first, second = [s for s in the_run().steps if s.tool == "shell_command"][:2]
-    assert first.args == second.args == {"command": "pytest -q tests/test_app.py",
-                                         "workdir": "/home/dev/app", "timeout_ms": 120000}
+    assert (
+        first.args
+        == second.args
+        == {
+            "command": "pytest -q tests/test_app.py",
+            "workdir": "/home/dev/app",
+            "timeout_ms": 120000,
+        }
+    )
     assert first.result == second.result  # the wall-time line is dropped
     assert "Wall time" not in first.result
     assert (first.status, second.status) == ("error", "error")
@@ -78,8 +85,9 @@ def test_tokens_aborted_turn_and_orphan_output():
     run = the_run()
     reasoning = next(s for s in run.steps if s.kind == "reasoning")
     assert (reasoning.tokens_in, reasoning.tokens_out) == (5000, 120)
-    aborted = next(s for s in run.steps if s.args == {"command": "pytest -q",
-                                                       "workdir": "/home/dev/app"})
+    aborted = next(
+        s for s in run.steps if s.args == {"command": "pytest -q", "workdir": "/home/dev/app"}
+    )
     assert aborted.status == "error" and aborted.result == "turn aborted: interrupted"
     assert run.steps[-1].tool == "(unknown)"
     web = next(s for s in run.steps if s.tool == "web_search")
@@ -90,8 +98,10 @@ def test_tokens_aborted_turn_and_orphan_output():
     ("output", "expected"),
     [
         ("Exit code: 0\nWall time: 1 seconds\nOutput:\nok", ("Exit code: 0\nOutput:\nok", False)),
-        ('{"output": "boom", "metadata": {"exit_code": 2, "duration_seconds": 0.3}}',
-         ("boom", True)),
+        (
+            '{"output": "boom", "metadata": {"exit_code": 2, "duration_seconds": 0.3}}',
+            ("boom", True),
+        ),
         ("apply_patch verification failed: no such hunk", None),
         ("plain text", ("plain text", False)),
     ],

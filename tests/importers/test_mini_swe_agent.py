@@ -18,10 +18,17 @@ import pytest
 from runs.importers import detect_format, iter_runs
 from runs.importers.base import TraceError
 
-SAMPLE = (Path(__file__).resolve().parents[1] / "data" / "traces" / "mini-swe-agent"
-          / "matplotlib__matplotlib-23314.traj.json")
-FORMAT_ERROR = ("Please always provide EXACTLY ONE action in triple backticks, found 2 "
-                "actions.\n\nPlease format your action in triple backticks")
+SAMPLE = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "traces"
+    / "mini-swe-agent"
+    / "matplotlib__matplotlib-23314.traj.json"
+)
+FORMAT_ERROR = (
+    "Please always provide EXACTLY ONE action in triple backticks, found 2 "
+    "actions.\n\nPlease format your action in triple backticks"
+)
 
 
 def runs_of(data: bytes, **kwargs):
@@ -33,10 +40,18 @@ def errors(run) -> int:
 
 
 def traj(messages, fmt="mini-swe-agent-1") -> bytes:
-    return json.dumps({"info": {"exit_status": "Submitted", "submission": "",
-                                "model_stats": {"instance_cost": 0.1, "api_calls": 3},
-                                "mini_version": "1.15.0"},
-                       "messages": messages, "trajectory_format": fmt}).encode()
+    return json.dumps(
+        {
+            "info": {
+                "exit_status": "Submitted",
+                "submission": "",
+                "model_stats": {"instance_cost": 0.1, "api_calls": 3},
+                "mini_version": "1.15.0",
+            },
+            "messages": messages,
+            "trajectory_format": fmt,
+        }
+    ).encode()
 
 
 def test_sample_gives_21_calls_and_2_errors():
@@ -80,7 +95,10 @@ def test_format_error_is_a_failed_step_not_silence():
     (run,) = runs_of(traj(messages))
     calls = [step for step in run.steps if step.kind == "tool_call"]
     assert [(c.tool, c.status) for c in calls] == [
-        ("(format error)", "error"), ("(format error)", "error"), ("bash", "ok")]
+        ("(format error)", "error"),
+        ("(format error)", "error"),
+        ("bash", "ok"),
+    ]
     assert calls[0].args == {"bash_blocks": 2} and calls[1].args == {"bash_blocks": 0}
     assert calls[0].result.startswith("Please always provide EXACTLY ONE action")
 
@@ -89,8 +107,11 @@ def test_timeout_is_an_error():
     messages = [
         {"role": "user", "content": "task"},
         {"role": "assistant", "content": "```bash\nsleep 999\n```"},
-        {"role": "user", "content": "The last command <command>sleep 999</command> timed out "
-                                    "and has been killed.\nThe output of the command was:"},
+        {
+            "role": "user",
+            "content": "The last command <command>sleep 999</command> timed out "
+            "and has been killed.\nThe output of the command was:",
+        },
     ]
     (run,) = runs_of(traj(messages))
     assert run.steps[-1].status == "error"
@@ -99,28 +120,44 @@ def test_timeout_is_an_error():
 def test_native_tool_calls_of_v1_1():
     messages = [
         {"role": "user", "content": "task"},
-        {"role": "assistant", "content": "look",
-         "tool_calls": [{"id": "t1", "type": "function",
-                         "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
-        {"role": "tool", "tool_call_id": "t1",
-         "content": "<returncode>2</returncode>\n<output>no</output>"},
+        {
+            "role": "assistant",
+            "content": "look",
+            "tool_calls": [
+                {
+                    "id": "t1",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "t1",
+            "content": "<returncode>2</returncode>\n<output>no</output>",
+        },
         {"role": "tool", "tool_call_id": "zz", "content": "<returncode>0</returncode>"},
     ]
     (run,) = runs_of(traj(messages, "mini-swe-agent-1.1"))
     calls = [step for step in run.steps if step.kind == "tool_call"]
     assert [(c.tool, c.id, c.args, c.status) for c in calls] == [
-        ("bash", "t1", {"command": "ls"}, "error"), ("(unknown)", None, {}, "ok")]
+        ("bash", "t1", {"command": "ls"}, "error"),
+        ("(unknown)", None, {}, "ok"),
+    ]
 
 
 def test_call_without_result_keeps_result_none():
-    messages = [{"role": "user", "content": "task"},
-                {"role": "assistant", "content": "```bash\nls\n```"}]
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "```bash\nls\n```"},
+    ]
     (run,) = runs_of(traj(messages))
     assert run.steps[-1].kind == "tool_call" and run.steps[-1].result is None
 
 
-@pytest.mark.parametrize(("data", "message"),
-                         [(b"", "empty file"), (SAMPLE.read_bytes()[:2000], "invalid JSON")])
+@pytest.mark.parametrize(
+    ("data", "message"), [(b"", "empty file"), (SAMPLE.read_bytes()[:2000], "invalid JSON")]
+)
 def test_bad_files_fail_with_a_clear_error(data, message):
     with pytest.raises(TraceError, match=message):
         runs_of(data, format="mini-swe-agent")

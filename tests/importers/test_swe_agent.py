@@ -83,29 +83,49 @@ def test_samples_are_detected_by_content_and_through_gzip(path):
 
 
 def traj(history, trajectory, info=None) -> bytes:
-    return json.dumps({"environment": "main", "trajectory": trajectory, "history": history,
-                       "info": info or {}}).encode()
+    return json.dumps(
+        {"environment": "main", "trajectory": trajectory, "history": history, "info": info or {}}
+    ).encode()
 
 
 def test_demonstration_messages_are_left_out_and_do_not_shift_matching():
-    demo = {"role": "assistant", "content": "demo", "action": "ls", "is_demo": True,
-            "tool_calls": [{"id": "d1", "function": {"name": "demo_tool", "arguments": "{}"}}]}
+    demo = {
+        "role": "assistant",
+        "content": "demo",
+        "action": "ls",
+        "is_demo": True,
+        "tool_calls": [{"id": "d1", "function": {"name": "demo_tool", "arguments": "{}"}}],
+    }
     history = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "demo task", "is_demo": True},
         demo,
         {"role": "user", "content": "real task"},
-        {"role": "assistant", "content": "t", "action": "ls",
-         "tool_calls": [{"id": "c1", "function": {"name": "bash",
-                                                   "arguments": '{"command": "ls"}'}}]},
+        {
+            "role": "assistant",
+            "content": "t",
+            "action": "ls",
+            "tool_calls": [
+                {"id": "c1", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+            ],
+        },
     ]
-    step = {"action": "ls", "observation": "bash: lss: command not found", "thought": "t",
-            "response": "t", "state": "{'open_file': 'n/a'}"}
+    step = {
+        "action": "ls",
+        "observation": "bash: lss: command not found",
+        "thought": "t",
+        "response": "t",
+        "state": "{'open_file': 'n/a'}",
+    }
     (run,) = runs_of(traj(history, [step]))
     assert run.steps[0].text == "real task"
     (call,) = [s for s in run.steps if s.kind == "tool_call"]
-    assert (call.tool, call.args, call.id, call.status) == ("bash", {"command": "ls"}, "c1",
-                                                            "error")
+    assert (call.tool, call.args, call.id, call.status) == (
+        "bash",
+        {"command": "ls"},
+        "c1",
+        "error",
+    )
 
 
 @pytest.mark.parametrize(
@@ -128,8 +148,12 @@ def test_text_error_rules(observation, status):
 
 @pytest.mark.parametrize(
     ("data", "message"),
-    [(b"", "empty file"), (b"  \n", "empty file"), (EPS.read_bytes()[:5000], "invalid JSON"),
-     (b'{"environment": "main", "trajectory": {}}', "no `trajectory` array")],
+    [
+        (b"", "empty file"),
+        (b"  \n", "empty file"),
+        (EPS.read_bytes()[:5000], "invalid JSON"),
+        (b'{"environment": "main", "trajectory": {}}', "no `trajectory` array"),
+    ],
 )
 def test_bad_files_fail_with_a_clear_error(data, message):
     with pytest.raises(TraceError, match=message):
