@@ -16,7 +16,17 @@ from typing import IO
 
 from detection.model import Run
 
-from . import claude_code, codex, gemini, mini_swe_agent, native, openhands, swe_agent
+from . import (
+    anthropic,
+    chat,
+    claude_code,
+    codex,
+    gemini,
+    mini_swe_agent,
+    native,
+    openhands,
+    swe_agent,
+)
 from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
 
 __all__ = ["IMPORTERS", "Limits", "TraceError", "detect_format", "iter_runs", "open_trace"]
@@ -35,6 +45,9 @@ IMPORTERS: dict[str, Importer] = {
         mini_swe_agent,
         swe_agent,
         openhands,
+        # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest
+        anthropic,
+        chat,
         native,
     )
 }

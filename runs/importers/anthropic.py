@@ -1,0 +1,227 @@
+"""Anthropic Messages API conversations: a message array or `{"messages": [...], "system"?}`.
+
+Accepted shapes: the same as the chat format (a JSON array of messages, an object with
+`messages` (plus optional `system`, `model`), an array of such objects = one run each, JSONL of
+conversations = one run per line, JSONL of single messages = one run). Claude Code session
+JSONL (records with `type`, `sessionId`, `uuid`, `message`) is *not* this format.
+
+Mapping (a linear run: no parent ids):
+- top-level `system` (text or text blocks) -> a system step first;
+- user `content` text and `text` blocks -> a user step; `tool_result {tool_use_id, content,
+  is_error}` blocks -> results, paired with calls as described in conversation.py (earliest
+  unanswered call with that id, then position, else a step with tool "(unknown)");
+- assistant blocks in order: `thinking` -> reasoning step, consecutive `text` -> one assistant
+  step (id = message id or `m<index>`), `tool_use {id, name, input}` (and `server_tool_use`)
+  -> a tool_call step with args = input; calls of one message share its batch_id; `usage`
+  gives tokens on the message's first step, `model` goes to metadata.
+- Errors are explicit only: `is_error: true` -> status "error". Result text is not inspected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+from detection.model import Run
+
+from .base import Limits, Skips, TooManySteps, TraceError, head_values
+from .conversation import Conversation, content_text, read_conversations
+
+name = "anthropic"
+label = "Anthropic Messages API conversation"
+
+ANTHROPIC_BLOCKS = {
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+}
+CLAUDE_CODE_KEYS = {"sessionId", "uuid", "parentUuid", "message"}
+
+
+def _blocks(message: Any) -> list:
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _message_list(value: Any) -> list | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("messages"), list):
+        return value["messages"]
+    return None
+
+
+def has_anthropic_marks(value: Any) -> bool:
+    """Return whether a (partly read) value shows something only Anthropic messages have."""
+    if isinstance(value, dict) and (
+        "anthropic_version" in value or ("system" in value and "messages" in value)
+    ):
+        return True
+    if isinstance(value, dict) and value.get("type") == "message" and "stop_reason" in value:
+        return True
+    messages = _message_list(value)
+    if messages is None:
+        return False
+    for message in messages[:50]:
+        if isinstance(message, dict) and isinstance(message.get("messages"), list):
+            if has_anthropic_marks(message):
+                return True
+        for block in _blocks(message):
+            if isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS:
+                return True
+    return False
+
+
+def _is_message(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("role") in ("user", "assistant")
+        and "content" in value
+        and not CLAUDE_CODE_KEYS & set(value)
+        and "messages" not in value
+    )
+
+
+def _shape_ok(value: Any) -> bool:
+    if isinstance(value, dict) and CLAUDE_CODE_KEYS & set(value):
+        return False
+    messages = _message_list(value)
+    if messages is None:
+        return _is_message(value)
+    if (
+        isinstance(value, list)
+        and messages
+        and isinstance(messages[0], dict)
+        and "messages" in messages[0]
+    ):
+        messages = messages[0]["messages"]  # an array of conversations
+    return bool(messages) and _is_message(messages[0])
+
+
+def sniff(head: bytes) -> bool:
+    """Messages with Anthropic content blocks (tool_use, tool_result, thinking) or `system`."""
+    values = head_values(head)
+    return bool(values) and _shape_ok(values[0]) and any(map(has_anthropic_marks, values))
+
+
+def _add_user(conversation: Conversation, message: dict, index: int) -> None:
+    content = message.get("content")
+    if isinstance(content, str):
+        conversation.message("user", content, id=f"m{index}")
+        return
+    texts = []
+    for block in content:
+        if not isinstance(block, dict):
+            raise TraceError("a content block must be an object", field="content")
+        if block.get("type") in ("tool_result", "web_search_tool_result"):
+            conversation.result(
+                content_text(block.get("content")),
+                call_id=block.get("tool_use_id"),
+                error=block.get("is_error") is True,
+                where=f"message {index}: ",
+            )
+        else:
+            texts.append(content_text([block]) or "")
+    if texts:
+        conversation.message("user", "\n".join(texts), id=f"m{index}")
+
+
+def _add_assistant(conversation: Conversation, message: dict, index: int) -> None:
+    content = message.get("content")
+    message_id = str(message.get("id") or f"m{index}")
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    first = len(conversation.run.steps)
+    texts: list[str] = []
+
+    def flush() -> None:
+        if texts:
+            conversation.message("assistant", "\n".join(texts), id=message_id)
+            texts.clear()
+
+    for block in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+        if not isinstance(block, dict):
+            raise TraceError("a content block must be an object", field="content")
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif kind == "thinking":
+            flush()
+            conversation.message("reasoning", block.get("thinking") or "")
+        elif kind in ("tool_use", "server_tool_use"):
+            flush()
+            conversation.call(
+                block.get("name"), block.get("input"), call_id=block.get("id"), batch_id=message_id
+            )
+    flush()
+    if len(conversation.run.steps) > first:
+        step = conversation.run.steps[first]
+        step.tokens_in = _int(usage.get("input_tokens"))
+        step.tokens_out = _int(usage.get("output_tokens"))
+    if isinstance(message.get("model"), str):
+        conversation.run.metadata.setdefault("model", message["model"])
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def add_message(conversation: Conversation, message: Any, index: int) -> None:
+    """Add one Anthropic message to the run (raises TraceError on a bad message)."""
+    if not isinstance(message, dict):
+        raise TraceError(f"a message must be an object, not {type(message).__name__}")
+    content = message.get("content")
+    if not isinstance(content, str | list):
+        raise TraceError("content must be text or a list of blocks", field="content")
+    role = message.get("role")
+    if role == "user":
+        _add_user(conversation, message, index)
+    elif role == "assistant":
+        _add_assistant(conversation, message, index)
+    elif role == "system":
+        conversation.message("system", content_text(content) or "", id=f"m{index}")
+    else:
+        raise TraceError(f"unknown role {role!r}", field="role")
+
+
+def _run_from_object(
+    obj: Any, *, default_id: str, source: str, limits: Limits, skips: Skips
+) -> Run:
+    messages = _message_list(obj)
+    if messages is None:
+        raise TraceError("expected a message array or an object with `messages`", source=source)
+    meta: dict[str, Any] = {}
+    run_id = default_id
+    if isinstance(obj, dict):
+        if isinstance(obj.get("model"), str):
+            meta["model"] = obj["model"]
+        if isinstance(obj.get("id"), str | int) and not isinstance(obj.get("id"), bool):
+            run_id = str(obj["id"])
+    run = Run(id=run_id, format=name, metadata=meta)
+    conversation = Conversation(run, limits=limits, skips=skips, source=source)
+    system = obj.get("system") if isinstance(obj, dict) else None
+    if system:
+        conversation.message("system", content_text(system) or "", id="system")
+    for index, message in enumerate(messages):
+        try:
+            add_message(conversation, message, index)
+        except TooManySteps:
+            raise
+        except TraceError as exc:
+            skips.add(TraceError(exc.reason, source=source, field=f"messages[{index}]"))
+    return run
+
+
+def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """Yield the runs of one Anthropic messages file (see the module docstring)."""
+    yield from read_conversations(
+        stream,
+        source=source,
+        limits=limits,
+        format=name,
+        is_message=_is_message,
+        add_message=add_message,
+        run_from_object=_run_from_object,
+    )
