@@ -37,6 +37,7 @@ Events -> steps (linear: parent_id stays None; `cause` is used only to pair):
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from collections import Counter
@@ -102,7 +103,9 @@ def sniff(head: bytes) -> bool:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield one run per eval line, or the one run of a GUI export."""
-    first = stream.peek(64).lstrip()[:1] if hasattr(stream, "peek") else b""
+    if not hasattr(stream, "peek"):
+        stream = io.BufferedReader(stream)  # type: ignore[arg-type]
+    first = stream.peek(64).lstrip()[:1]  # type: ignore[attr-defined]
     if first == b"[":
         events = load_document(stream, source=source, limits=limits)
         if not isinstance(events, list):
