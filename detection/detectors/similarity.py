@@ -1,0 +1,241 @@
+"""Result stall, near repeat and read range: loops that change the arguments a little.
+
+None of these look at mutating or polling tools (an edit's "OK" is no stall; a poll is
+exempt), nor at failures (errors escalate as tool failures, see repeat.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from ..keys import normalize
+from .base import Event, Lane, Reporter, add_seq, advice, jaccard, short, words
+
+#: Tools whose result is a fixed acknowledgement, whatever the arguments.
+ACK_TOOLS = frozenset({"think", "todowrite", "todoread", "update_plan", "plan", "memory"})
+MAX_CLUSTERS = 4  # near-repeat clusters remembered per tool
+ARGS_SIMILAR = 0.6
+RESULT_SIMILAR = 0.8
+SHORT_RESULT = 4000
+
+
+def _skip(ev: Event) -> bool:
+    settings = ev.settings
+    return (
+        settings is None
+        or settings.mutating
+        or settings.polling
+        or ev.status == "error"
+        or (ev.tool or "").lower() in ACK_TOOLS
+    )
+
+
+class ResultStall:
+    """The same tool returning the same result in a row although the arguments vary."""
+
+    name = "result_stall"
+
+    def new_state(self) -> list[Any]:
+        return [None, "", set(), 0, [], 0]  # tool, result, sigs, first seq, seqs, epoch
+
+    def new_turn(self, state: list[Any], scope: str) -> list[Any]:
+        return self.new_state() if scope == "turn" else state
+
+    def observe(self, state: list[Any], ev: Event, lane: Lane, out: Reporter) -> None:
+        if _skip(ev):
+            if ev.tool != state[0] or ev.status == "error":
+                state[0] = None
+            return
+        if state[0] != ev.tool or state[1] != ev.rdig or state[5] != lane.epoch:
+            state[:] = [ev.tool, ev.rdig, {ev.sig}, ev.seq, [ev.seq], lane.epoch]
+            return
+        if ev.sig in state[2]:
+            return  # the very same call again: the repeat detector's business
+        state[2].add(ev.sig)
+        add_seq(state[4], ev.seq)
+        count = len(state[2])
+        settings = ev.settings
+        assert settings is not None
+        level = settings.thresholds["result_stall"].level(count)
+        if level is not None:
+            message = (
+                f"{ev.tool} has returned the same result ({short(ev.result, 60)}) for "
+                f"{count} different arguments in a row since step {state[3]}. Rephrasing "
+                "the request is not getting anywhere: use another source or tool, or report "
+                "that the information is not there."
+            )
+            out.report(
+                "result_stall", (ev.tool, ev.rdig, state[3]), level, count, ev.tool,
+                f"{ev.tool}:{ev.rdig}", state[4], message, secondary=True,
+            )  # fmt: skip
+
+
+def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
+    if isinstance(value, dict):
+        if depth < 4:
+            for key, item in value.items():
+                _tokens(item, f"{prefix}{key}.", out, depth + 1)
+    elif isinstance(value, list):
+        if depth < 4:
+            for item in value[:50]:
+                _tokens(item, prefix, out, depth + 1)
+    elif isinstance(value, str):
+        if " " in value:
+            out.update(prefix + word for word in words(value, 1000))
+        else:
+            out.add(prefix + value[:200].lower())
+    elif isinstance(value, bool) or value is None:
+        out.add(f"{prefix}{value}")
+    elif isinstance(value, int | float):
+        out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
+
+
+def arg_tokens(args: Any, volatile: frozenset[str]) -> frozenset[str]:
+    """Return the tokens of normalised arguments: key path + word / path / number bucket."""
+    out: set[str] = set()
+    _tokens(normalize(args, volatile), "", out)
+    return frozenset(out)
+
+
+def result_tokens(result: Any) -> frozenset[str]:
+    text = result if isinstance(result, str) else repr(result)
+    return words(text, SHORT_RESULT)
+
+
+class Cluster:
+    __slots__ = ("args", "epoch", "first_seq", "rdigs", "result", "seqs", "sigs")
+
+    def __init__(self, ev: Event, args: frozenset[str], result: frozenset[str], epoch: int):
+        self.args, self.result, self.epoch = args, result, epoch
+        self.rdigs = {ev.rdig}
+        self.sigs = {ev.sig}
+        self.first_seq = ev.seq
+        self.seqs = [ev.seq]
+
+
+class NearRepeat:
+    """The same tool with nearly the same arguments and nearly the same result."""
+
+    name = "near_repeat"
+
+    def new_state(self) -> dict[str, list[Cluster]]:
+        return {}
+
+    def new_turn(self, state: dict[str, list[Cluster]], scope: str) -> dict[str, list[Cluster]]:
+        return {} if scope == "turn" else state
+
+    def observe(self, state: dict[str, list[Cluster]], ev: Event, lane: Lane, out: Reporter):
+        if _skip(ev):
+            return
+        settings = ev.settings
+        assert settings is not None and ev.tool is not None
+        clusters = state.setdefault(ev.tool, [])
+        for cluster in clusters:
+            if ev.sig in cluster.sigs and cluster.epoch == lane.epoch:
+                return  # an exact repeat: the repeat detector's business
+        args = arg_tokens(ev.args, settings.volatile)
+        result: frozenset[str] | None = None
+        for cluster in clusters:
+            if cluster.epoch != lane.epoch or jaccard(args, cluster.args) < ARGS_SIMILAR:
+                continue
+            if ev.rdig not in cluster.rdigs:
+                if result is None:
+                    result = result_tokens(ev.result)
+                if jaccard(result, cluster.result) < RESULT_SIMILAR:
+                    continue
+            cluster.sigs.add(ev.sig)
+            cluster.rdigs.add(ev.rdig)
+            add_seq(cluster.seqs, ev.seq)
+            count = len(cluster.sigs)
+            level = settings.thresholds["near_repeat"].level(count)
+            if level is not None:
+                message = (
+                    f"You have called {ev.tool} {count} times since step {cluster.first_seq} "
+                    f"with nearly the same arguments (now {short(ev.args)}) and got nearly "
+                    "the same result each time. Small variations are not helping. "
+                    + advice(ev.tool)
+                )
+                out.report(
+                    "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
+                    f"{ev.tool}~{cluster.first_seq}", cluster.seqs, message, secondary=True,
+                )  # fmt: skip
+            return
+        if result is None:
+            result = result_tokens(ev.result)
+        clusters.append(Cluster(ev, args, result, lane.epoch))
+        if len(clusters) > MAX_CLUSTERS:
+            del clusters[0]
+
+
+READ_WORDS = ("read", "view", "open", "cat", "get_file")
+PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "absolute_path", "target_file")
+RANGE_KEYS = (
+    "offset", "limit", "view_range", "start", "end", "line", "start_line", "end_line",
+    "lines", "line_number", "page", "range",
+)  # fmt: skip
+
+
+def read_target(ev: Event) -> tuple[str, tuple[Any, ...]] | None:
+    """Return (path, range) when the call reads part of a file, else None."""
+    name = (ev.tool or "").lower()
+    args = ev.args
+    if not isinstance(args, dict):
+        return None
+    command = args.get("command")
+    if not (any(word in name for word in READ_WORDS) or command == "view"):
+        return None
+    for key in PATH_KEYS:
+        path = args.get(key)
+        if isinstance(path, str) and path:
+            break
+    else:
+        return None
+    span = tuple(repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None)
+    return posixpath.normpath(path.strip()), span
+
+
+class ReadRange:
+    """The same part of a file read again and again, between reads of its other parts."""
+
+    name = "read_range"
+
+    def new_state(self) -> dict[str, Any]:
+        return {}  # path -> {"n": reads, "ranges": {range: [count, first, seqs, n_at, epoch]}}
+
+    def new_turn(self, state: dict[str, Any], scope: str) -> dict[str, Any]:
+        return {} if scope == "turn" else state
+
+    def observe(self, state: dict[str, Any], ev: Event, lane: Lane, out: Reporter) -> None:
+        if _skip(ev):
+            return
+        target = read_target(ev)
+        if target is None:
+            return
+        path, span = target
+        file = state.setdefault(path, {"n": 0, "ranges": {}})
+        file["n"] += 1
+        entry = file["ranges"].get(span)
+        if entry is None or entry[4] != lane.epoch:
+            file["ranges"][span] = [1, ev.seq, [ev.seq], file["n"], lane.epoch]
+            return
+        interleaved = file["n"] - entry[3] > 1  # other ranges were read since
+        entry[3] = file["n"]
+        if not interleaved:
+            return  # back-to-back rereads are the repeat detector's business
+        entry[0] += 1
+        add_seq(entry[2], ev.seq)
+        settings = ev.settings
+        assert settings is not None
+        level = settings.thresholds["read_range"].level(entry[0])
+        if level is not None:
+            where = f"range {', '.join(span)}" if span else "the whole file"
+            message = (
+                f"You have read {where} of {path} {entry[0]} times since step {entry[1]}, "
+                "in between reads of other parts of it. Nothing changed it since: use what "
+                "you read before (note what you need) instead of reading it again."
+            )
+            out.report(
+                "read_range", (path, span, entry[1]), level, entry[0], ev.tool, ev.sig,
+                entry[2], message, secondary=True,
+            )  # fmt: skip

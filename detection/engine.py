@@ -1,0 +1,443 @@
+"""The core: one streaming engine behind both ``Monitor`` (live) and ``analyze`` (postmortem).
+
+Each step goes through ``Monitor.observe``: its signatures are computed once, it is placed on
+its path (lane) of the run tree, every enabled detector reads it with that lane's state, and
+the budgets, ledger and stall score are updated. ``analyze`` is the same loop over a whole
+run, so a live agent and the dashboard always agree.
+
+Paths: when steps carry ``parent_id``, a step sees the earlier steps whose parent is one of its
+ancestors (see detection/model.py). Each bucket of siblings gets a lane; a new bucket starts as
+a copy of the lane its parent lives in, so sibling sub-trees never see each other's calls. When
+a lane will never be used again (known in ``analyze``, which sees the whole run), the copy is
+a move instead.
+
+Memory: detector state is bounded by the number of distinct signatures; the number of lanes
+and remembered step ids are capped; the ledger is kept only when asked (``analyze``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .detectors import DETECTORS
+from .detectors.base import Event, Lane, add_seq
+from .findings import _RANK, Analysis, Check, Finding, LedgerEntry, Waste, worst
+from .keys import value_digest
+from .model import Run, Step
+from .policy import Policy, ToolSettings
+
+__all__ = ["Monitor", "analyze"]
+
+MAX_LANES = 4096
+MAX_IDS = 200_000
+SERIES_POINTS = 200
+
+
+class _Incident:
+    """A finding while it is still growing: one loop, escalating from warn to stop."""
+
+    __slots__ = (
+        "count", "detector", "fired_at", "mark", "message", "rule", "seqs", "severity",
+        "signature", "threshold", "tool",
+    )  # fmt: skip
+
+    def __init__(self, detector: str, fired_at: int) -> None:
+        self.detector = detector
+        self.fired_at = fired_at
+        self.mark: tuple[int, float, float, float | None] | None = None  # totals at first warn
+        self.severity = "info"
+        self.tool: str | None = None
+        self.signature = ""
+        self.seqs: list[int] = []
+        self.count = 0
+        self.threshold = 0
+        self.message = ""
+        self.rule = ""
+
+
+class Monitor:
+    """Watch an agent's steps one at a time and say when it stops making progress.
+
+    ``observe(step)`` returns the findings that fire on that step; ``check(tool, args)`` answers
+    before a call whether making it would be a loop; ``analysis()`` summarises so far.
+    """
+
+    def __init__(self, policy: Policy | None = None, *, keep_ledger: bool = False) -> None:
+        self.policy = policy or Policy()
+        self._detectors = {name: cls() for name, cls in DETECTORS.items()}
+        self._message_loop = self._detectors["message_loop"]
+        self._message_loop.threshold = self.policy.threshold("message_loop")
+        self._message_on = self._message_loop.threshold.enabled
+        self._tools: dict[str, tuple[ToolSettings, list[Any]]] = {}
+        self._lanes: dict[str | None, Lane] = {None: self._new_lane()}
+        self._where: dict[str, str | None] = {}  # step id -> key of the lane it lives in
+        self._current: str | None = None
+        self._incidents: dict[tuple[str, Any], _Incident] = {}
+        self._fired: list[Finding] = []
+        self._hit = False  # a warn/stop was reported on the current step
+        self._quota: dict[str, list[int]] = {}  # tool -> first seqs
+        self._quota_n: dict[str, int] = {}  # tool -> calls
+        self._keep_ledger = keep_ledger
+        self._ledger: list[LedgerEntry] = []
+        self._series: list[tuple[int, float]] = []
+        self._stride = 1
+        self._run_mark: tuple[int, float, float, float | None] | None = None
+        self.steps = 0
+        self.tool_calls = 0
+        self.repeated = 0
+        self._tokens = 0.0
+        self._cost = 0.0
+        self._has_tokens = self._has_cost = False
+        self._time: float | None = None
+        self._last_seq = -1
+
+    # -- lanes ------------------------------------------------------------------------
+    def _new_lane(self) -> Lane:
+        return Lane({name: det.new_state() for name, det in self._detectors.items()})
+
+    def _lane_for(self, step: Step, move: bool) -> Lane:
+        parent = step.parent_id
+        key: str | None = None
+        if parent is not None and parent in self._where:
+            key = parent
+        lane = self._lanes.get(key)
+        if lane is None:
+            source_key = self._where.get(parent) if parent is not None else None
+            source = self._lanes.get(source_key)
+            if source is None:
+                lane = self._new_lane()
+            elif move:
+                lane = self._lanes.pop(source_key)
+            else:
+                lane = source.copy()
+            self._lanes[key] = lane
+            if len(self._lanes) > MAX_LANES:
+                oldest = next(k for k in self._lanes if k is not None and k != key)
+                del self._lanes[oldest]
+        if step.id is not None:
+            self._where[step.id] = key
+            if len(self._where) > MAX_IDS:
+                del self._where[next(iter(self._where))]
+        self._current = key
+        return lane
+
+    def _tool(self, tool: str) -> tuple[ToolSettings, list[Any]]:
+        entry = self._tools.get(tool)
+        if entry is None:
+            settings = self.policy.for_tool(tool)
+            dets = [
+                det
+                for name, det in self._detectors.items()
+                if settings.thresholds[name].enabled or name == "message_loop"
+            ]
+            entry = self._tools[tool] = (settings, dets)
+        return entry
+
+    # -- reporting ----------------------------------------------------------------------
+    def _totals(self) -> tuple[int, float, float, float | None]:
+        return (self.steps, self._tokens, self._cost, self._time)
+
+    def _waste(self, mark: tuple[int, float, float, float | None] | None) -> Waste:
+        if mark is None:
+            return Waste()
+        steps, tokens, cost, time = mark
+        seconds = None
+        if time is not None and self._time is not None:
+            seconds = round(max(self._time - time, 0.0), 3)
+        return Waste(
+            steps=self.steps - steps,
+            tokens=int(self._tokens - tokens) if self._has_tokens else None,
+            cost=round(self._cost - cost, 6) if self._has_cost else None,
+            seconds=seconds,
+        )
+
+    def _finding(self, inc: _Incident) -> Finding:
+        return Finding(
+            detector=inc.detector,
+            severity=inc.severity,
+            tool=inc.tool,
+            signature=inc.signature,
+            seqs=tuple(sorted(set(inc.seqs))),
+            count=inc.count,
+            threshold=inc.threshold,
+            fired_at=inc.fired_at,
+            message=inc.message,
+            rule=inc.rule,
+            waste=self._waste(inc.mark),
+        )
+
+    def report(
+        self,
+        detector: str,
+        key: Any,
+        level: tuple[str, int, str],
+        count: int,
+        tool: str | None,
+        signature: str,
+        seqs: list[int],
+        message: Any,
+        *,
+        secondary: bool = False,
+    ) -> None:
+        """Record that a detector's count reached ``level``; fire when the severity rises."""
+        severity, threshold, rule = level
+        inc = self._incidents.get((detector, key))
+        if inc is None:
+            if secondary and self._hit:
+                return  # this step is already explained by another finding
+            inc = self._incidents[(detector, key)] = _Incident(detector, self._last_seq)
+            inc.tool, inc.signature = tool, signature
+            rises = True
+        else:
+            rises = _RANK[severity] > _RANK[inc.severity]
+        inc.count, inc.seqs = count, seqs
+        if severity != "info":
+            self._hit = True
+        if not rises:
+            return
+        inc.severity, inc.threshold, inc.rule, inc.message = severity, threshold, rule, message
+        if severity != "info" and inc.mark is None:
+            inc.mark = self._totals()
+            if self._run_mark is None:
+                self._run_mark = inc.mark
+        self._fired.append(self._finding(inc))
+
+    # -- the loop -----------------------------------------------------------------------
+    def observe(self, step: Step) -> list[Finding]:
+        """Feed one step (in order); return the findings that fire or escalate on it."""
+        return self._observe(step, False)
+
+    def _observe(self, step: Step, move: bool) -> list[Finding]:
+        self._fired = []
+        self._hit = False
+        self.steps += 1
+        self._last_seq = step.seq
+        if step.tokens_in is not None or step.tokens_out is not None:
+            self._has_tokens = True
+            self._tokens += (step.tokens_in or 0) + (step.tokens_out or 0)
+        if step.cost is not None:
+            self._has_cost = True
+            self._cost += step.cost
+        moment = step.ended_at if step.ended_at is not None else step.started_at
+        if moment is not None:
+            self._time = moment
+        lane = self._lane_for(step, move)
+        kind = step.kind
+        if kind == "tool_call":
+            self._tool_call(step, lane)
+        elif kind == "user":
+            scope = self.policy.scope
+            for name, det in self._detectors.items():
+                lane.states[name] = det.new_turn(lane.states[name], scope)
+            if scope == "turn":
+                lane.mutations.clear()
+        elif kind == "assistant" and self._message_on:
+            ev = Event(step.seq, kind, text=step.text)
+            self._message_loop.observe(lane.states["message_loop"], ev, lane, self)
+        self._budgets(step)
+        return self._fired
+
+    def _event(self, step: Step, settings: ToolSettings) -> Event:
+        tool = step.tool or "?"
+        volatile = settings.volatile
+        sig = f"{tool}:{value_digest(step.args, volatile)}"
+        rdig = value_digest(step.result, volatile)
+        status = "error" if step.status == "error" else "ok"
+        return Event(
+            step.seq, "tool_call", tool, sig, rdig, "!error" if status == "error" else rdig,
+            status, settings, step.args, step.result, step.batch_id,
+        )  # fmt: skip
+
+    def _tool_call(self, step: Step, lane: Lane) -> None:
+        settings, dets = self._tool(step.tool or "?")
+        ev = self._event(step, settings)
+        if settings.mutating and ev.status == "ok" and ev.sig not in lane.mutations:
+            lane.mutations.add(ev.sig)
+            lane.epoch += 1  # the world changed: later repeats are re-checks
+        states = lane.states
+        for det in dets:
+            det.observe(states[det.name], ev, lane, self)
+        self.tool_calls += 1
+        if ev.repeat_of is not None:
+            self.repeated += 1
+        if self._keep_ledger:
+            self._ledger.append(
+                LedgerEntry(
+                    ev.seq,
+                    ev.tool or "?",
+                    ev.sig,
+                    f"{ev.sig}:{ev.rdig}:{ev.status}",
+                    ev.repeat_of,
+                    ev.group_count,
+                )  # fmt: skip
+            )
+        if self.tool_calls % self._stride == 0:
+            self._series.append((ev.seq, round(self.repeated / self.tool_calls, 4)))
+            if len(self._series) >= SERIES_POINTS:
+                self._series = self._series[1::2]
+                self._stride *= 2
+        if settings.quota is not None:
+            name = ev.tool or "?"
+            seqs = self._quota.setdefault(name, [])
+            add_seq(seqs, ev.seq)
+            calls = self._quota_n[name] = self._quota_n.get(name, 0) + 1
+            if calls > settings.quota:
+                message = (
+                    f"{ev.tool} has been called {calls} times in this run, over its quota of "
+                    f"{settings.quota}. Stop calling it: work with what you have, or report "
+                    "the blocker."
+                )
+                level = ("stop", settings.quota, settings.rule)
+                self.report(
+                    "budget", ("quota", ev.tool), level, calls, ev.tool, f"quota:{ev.tool}",
+                    seqs, message,
+                )  # fmt: skip
+
+    def _budgets(self, step: Step) -> None:
+        policy = self.policy
+        checks = (
+            ("steps", policy.max_steps, self.steps, "steps"),
+            ("tokens", policy.max_tokens, self._tokens, "tokens"),
+            ("cost", policy.max_cost, self._cost, "cost"),
+        )
+        for name, limit, used, unit in checks:
+            if limit and used > limit:
+                shown = f"{used:.4g}" if name == "cost" else f"{int(used)}"
+                message = (
+                    f"This run has used {shown} {unit}, over its budget of {limit:g}. Finish "
+                    "now with what you have, or report what is blocking you."
+                )
+                self.report(
+                    "budget", name, ("stop", int(limit) if name != "cost" else 0, "defaults"),
+                    int(used), None, f"budget:{name}", [step.seq], message,
+                )  # fmt: skip
+
+    # -- live check ---------------------------------------------------------------------
+    def check(self, tool: str, args: Any = None) -> Check:
+        """Return whether making this call next would be a loop, without recording it."""
+        settings, _ = self._tool(tool)
+        lane = self._lanes.get(self._current) or self._lanes.get(None) or self._new_lane()
+        sig = f"{tool}:{value_digest(args, settings.volatile)}"
+        ev = Event(self._last_seq + 1, "tool_call", tool, sig, settings=settings, args=args)
+        found: list[Finding] = []
+        for name in ("repeat", "mutating_failure", "oscillation"):
+            if not settings.thresholds[name].enabled:
+                continue
+            det = self._detectors[name]
+            for level, count, seqs, message in det.predict(lane.states[name], ev, lane):
+                severity, threshold, rule = level
+                found.append(
+                    Finding(
+                        name,
+                        severity,
+                        tool,
+                        sig,
+                        tuple(sorted(set(seqs))),
+                        count,
+                        threshold,
+                        ev.seq,
+                        message,
+                        rule,
+                    )  # fmt: skip
+                )
+        policy = self.policy
+        if policy.max_steps and self.steps + 1 > policy.max_steps:
+            message = f"The run is at its step budget of {policy.max_steps}: finish now."
+            found.append(
+                Finding(
+                    "budget",
+                    "stop",
+                    None,
+                    "budget:steps",
+                    (),
+                    self.steps + 1,
+                    policy.max_steps,
+                    ev.seq,
+                    message,
+                    "defaults",
+                )  # fmt: skip
+            )
+        if settings.quota is not None:
+            calls = self._quota_n.get(tool, 0) + 1
+            if calls > settings.quota:
+                message = f"{tool} is at its quota of {settings.quota} calls: do not call it."
+                found.append(
+                    Finding(
+                        "budget",
+                        "stop",
+                        tool,
+                        f"quota:{tool}",
+                        (),
+                        calls,
+                        settings.quota,
+                        ev.seq,
+                        message,
+                        settings.rule,
+                    )  # fmt: skip
+                )
+        found.sort(key=lambda finding: -_RANK[finding.severity])
+        verdict = worst(finding.severity for finding in found)
+        message = found[0].message if verdict != "ok" else ""
+        return Check(verdict, tuple(found), message)
+
+    # -- results ------------------------------------------------------------------------
+    @property
+    def findings(self) -> list[Finding]:
+        """Return every finding so far, ordered by the step where it fired."""
+        out = [self._finding(inc) for inc in self._incidents.values()]
+        out.sort(key=lambda finding: finding.fired_at)
+        return out
+
+    def analysis(self) -> Analysis:
+        """Return the verdict, stall score, findings and ledger of what was observed."""
+        findings = self.findings
+        score = round(self.repeated / self.tool_calls, 4) if self.tool_calls else 0.0
+        series = list(self._series)
+        if self.tool_calls and (not series or series[-1][0] != self._last_seq):
+            series.append((self._last_seq, score))
+        return Analysis(
+            verdict=worst(finding.severity for finding in findings),
+            stall_score=score,
+            findings=tuple(findings),
+            ledger=tuple(self._ledger),
+            stall_series=tuple(series),
+            steps=self.steps,
+            tool_calls=self.tool_calls,
+            waste=self._waste(self._run_mark),
+        )
+
+
+def _moves(steps: list[Step]) -> set[int]:
+    """Return the indexes of steps whose new lane may take over its source lane.
+
+    Replays the lane bookkeeping of ``Monitor._lane_for`` without state: a fork is a move
+    when its source lane is never used again (a chain of parent links, as in Claude Code).
+    """
+    where: dict[str, str | None] = {}
+    exists: set[str | None] = {None}
+    last_use: dict[str | None, int] = {}
+    forks: list[tuple[int, str | None]] = []
+    for index, step in enumerate(steps):
+        parent = step.parent_id
+        key = parent if parent is not None and parent in where else None
+        if key not in exists:
+            exists.add(key)
+            source = where[key]  # type: ignore[index]
+            forks.append((index, source))
+            last_use[source] = index
+        last_use[key] = index
+        if step.id is not None:
+            where[step.id] = key
+    return {index for index, source in forks if last_use[source] == index}
+
+
+def analyze(steps_or_run: Run | Iterable[Step], policy: Policy | None = None) -> Analysis:
+    """Return the analysis of a whole run (its steps fed through a Monitor, in order)."""
+    steps = steps_or_run.steps if isinstance(steps_or_run, Run) else list(steps_or_run)
+    moves = _moves(steps) if any(step.parent_id is not None for step in steps) else set()
+    monitor = Monitor(policy, keep_ledger=True)
+    observe = monitor._observe
+    for index, step in enumerate(steps):
+        observe(step, index in moves)
+    return monitor.analysis()

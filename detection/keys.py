@@ -1,0 +1,177 @@
+"""Canonical forms and digests of tool arguments and results.
+
+Two calls are "the same" when their normalised values are equal:
+
+- object keys are sorted at every depth (``{a, b}`` equals ``{b, a}``);
+- volatile keys (timestamps, request/trace ids, nonces, durations) are dropped at every depth;
+- a string that holds a JSON object or array is parsed and normalised as that value
+  (Codex, OpenAI-style ``arguments`` arrive as JSON text);
+- runs of ASCII whitespace in strings collapse to one space, ends are stripped;
+- a path-like string (no whitespace, has ``/``, not a URL) is canonicalised:
+  ``./a//b/`` -> ``a/b``.
+
+Digests are xxh3-64 over orjson's sorted-key encoding: deterministic across processes and
+machines, and about 20x cheaper than ``json.dumps(sort_keys=True)`` + SHA-256 (see
+bench/bench_detection.py). They identify values; they are not cryptographic.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+import orjson
+import xxhash
+
+__all__ = [
+    "DEFAULT_VOLATILE",
+    "call_signature",
+    "digest",
+    "normalize",
+    "outcome_key",
+    "progress_signature",
+    "value_digest",
+]
+
+#: Keys whose values change on every call without saying anything about the work:
+#: timestamps, correlation ids, nonces and timings. Dropped at every depth, in args and results.
+DEFAULT_VOLATILE: frozenset[str] = frozenset(
+    {
+        "ts",
+        "timestamp",
+        "request_id",
+        "trace_id",
+        "span_id",
+        "nonce",
+        # the same ideas under the spellings real tools use
+        "requestId",
+        "traceId",
+        "spanId",
+        "created_at",
+        "createdAt",
+        "updated_at",
+        "updatedAt",
+        "duration_ms",
+        "durationMs",
+        "totalDurationMs",
+        "elapsed",
+        "elapsed_ms",
+        "execution_time",
+        "wall_time",
+    }
+)
+
+_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_WS = re.compile(r"[ \t\n\r\f\v]+")
+_EMPTY: frozenset[str] = frozenset()
+
+
+@lru_cache(maxsize=256)
+def _needs_work(volatile: frozenset[str]) -> re.Pattern[bytes]:
+    """Return a regex that finds, in orjson output, anything normalisation would change.
+
+    Compact orjson output has no whitespace outside strings, so a value whose encoding
+    has no volatile key, no ``/``, no escaped/double/edge whitespace and no string
+    opening with ``{``/``[`` is already canonical, and its bytes can be hashed as they are.
+    """
+    parts = [rb"/", rb"\\[nrtf]", rb"\\u000[bc]", rb"  ", rb'" ', rb' "', rb'"[\[{]']
+    parts += [b'"' + re.escape(key.encode()) + b'":' for key in sorted(volatile)]
+    return re.compile(b"|".join(parts))
+
+
+def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            parsed = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            return _normalize(parsed, volatile)
+    if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
+        if not _WS.search(stripped):
+            return posixpath.normpath(stripped)
+    return _WS.sub(" ", stripped)
+
+
+def _normalize(value: Any, volatile: frozenset[str]) -> Any:
+    if isinstance(value, str):
+        return _normalize_str(value, volatile)
+    if isinstance(value, dict):
+        return {
+            str(key): _normalize(value[key], volatile)
+            for key in sorted(value, key=str)
+            if key not in volatile
+        }
+    if isinstance(value, list | tuple):
+        return [_normalize(item, volatile) for item in value]
+    return value
+
+
+def normalize(value: Any, volatile: Iterable[str] = _EMPTY) -> Any:
+    """Return the canonical form of a JSON value (see the module docstring).
+
+    ``volatile`` lists extra keys to drop on top of DEFAULT_VOLATILE.
+    """
+    keys = DEFAULT_VOLATILE | frozenset(volatile) if volatile else DEFAULT_VOLATILE
+    return _normalize(value, keys)
+
+
+def _encode(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value, option=_OPTS)
+    except TypeError:  # ints beyond 64 bits, odd types from a live caller
+        import json
+
+        return json.dumps(value, sort_keys=True, default=repr, separators=(",", ":")).encode()
+
+
+def digest(value: Any) -> str:
+    """Return a short hex digest of a value as it is (normalise it first for call identity)."""
+    if isinstance(value, bytes):
+        return xxhash.xxh3_64_hexdigest(value)
+    return xxhash.xxh3_64_hexdigest(_encode(value))
+
+
+def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str:
+    """Return digest(normalize(value)) with ``volatile`` as the full key set, fast.
+
+    Equal to ``digest(normalize(value))`` by construction: most arguments are already
+    canonical once sorted, which a single C-level scan of their encoding proves.
+    """
+    if isinstance(value, str):
+        return xxhash.xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
+    raw = _encode(value)
+    if _needs_work(volatile).search(raw) is None:
+        return xxhash.xxh3_64_hexdigest(raw)
+    return xxhash.xxh3_64_hexdigest(_encode(_normalize(value, volatile)))
+
+
+def _volatile_set(volatile: Iterable[str]) -> frozenset[str]:
+    if isinstance(volatile, frozenset) and volatile >= DEFAULT_VOLATILE:
+        return volatile
+    return DEFAULT_VOLATILE | frozenset(volatile)
+
+
+def call_signature(tool: str, args: Any, volatile: Iterable[str] = _EMPTY) -> str:
+    """Return ``"tool:digest"`` identifying a call: the tool and its normalised arguments."""
+    return f"{tool}:{value_digest(args, _volatile_set(volatile))}"
+
+
+def progress_signature(
+    call_sig: str, result: Any, status: str = "ok", volatile: Iterable[str] = _EMPTY
+) -> str:
+    """Return the call signature plus the normalised result's digest and the status.
+
+    Same call, different result (a poll that moved, the next page) gives a different
+    progress signature: that is progress.
+    """
+    return f"{call_sig}:{value_digest(result, _volatile_set(volatile))}:{status}"
+
+
+def outcome_key(result_digest: str, status: str) -> str:
+    """Return what counts as "the same outcome": the result, or any error whatever its text."""
+    return "!error" if status == "error" else result_digest
