@@ -25,6 +25,7 @@ from . import (
     mini_swe_agent,
     native,
     openhands,
+    responses,
     swe_agent,
 )
 from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
@@ -46,6 +47,7 @@ IMPORTERS: dict[str, Importer] = {
         swe_agent,
         openhands,
         # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest
+        responses,
         anthropic,
         chat,
         native,

@@ -66,9 +66,9 @@ def has_anthropic_marks(value: Any) -> bool:
     if messages is None:
         return False
     for message in messages[:50]:
-        if isinstance(message, dict) and isinstance(message.get("messages"), list):
-            if has_anthropic_marks(message):
-                return True
+        nested = isinstance(message, dict) and isinstance(message.get("messages"), list)
+        if nested and has_anthropic_marks(message):
+            return True
         for block in _blocks(message):
             if isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS:
                 return True

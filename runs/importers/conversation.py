@@ -84,6 +84,7 @@ class Conversation:
         self._batch: list[Step] = []  # the calls of the latest message that issued any
         self._ids: dict[str, int] = {}
         self._call_ids: dict[int, str] = {}  # seq -> the call id as the source wrote it
+        self.state: dict[str, Any] = {}  # per-format reading state (e.g. the current batch)
 
     def _add(self, step: Step) -> Step:
         if len(self.run.steps) >= self.limits.max_steps:
@@ -155,6 +156,14 @@ class Conversation:
         step.result = value
         step.status = "error" if error else "ok"
         return step
+
+    def complete(self, step: Step, result: Any, *, error: bool) -> None:
+        """Give a call that carries its own result (built-in tools) that result."""
+        self._answered.add(step.seq)
+        waiting = self._open.get(self._call_ids.get(step.seq, ""), [])
+        self._open[self._call_ids.get(step.seq, "")] = [w for w in waiting if w is not step]
+        step.result = clip_json(result, self.limits)
+        step.status = "error" if error else "ok"
 
     def _warn(self, message: str) -> None:
         if len(self.run.warnings) < 100:
@@ -232,7 +241,7 @@ def read_conversations(
         if loose:
             yield loose[0].run
 
-    yield from _with_skips(runs(), skips, source=source)
+    yield from _with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
 
 
 Where = tuple[str, int, int | None]  # id suffix, index, line
@@ -259,16 +268,22 @@ def _document_values(
         yield (f"#{index}", index, None), item
 
 
-def _with_skips(runs: Iterator[Run], skips: Skips, *, source: str) -> Iterator[Run]:
+def _with_skips(
+    runs: Iterator[Run], skips: Skips, *, source: str, single_id: tuple[str, str]
+) -> Iterator[Run]:
     pending: Run | None = None
+    count = 0
     for run in runs:
         if pending is not None:
             yield _take_skips(pending, skips)
-        pending = run
+        pending, count = run, count + 1
     if pending is None:
         if skips.first is not None:
             raise skips.first
         raise TraceError("empty file: no messages", source=source)
+    if count == 1 and pending.id == single_id[0]:  # a one-line file is one document
+        pending.name = single_id[1] if pending.name == pending.id else pending.name
+        pending.id = single_id[1]
     yield _take_skips(pending, skips)
 
 
