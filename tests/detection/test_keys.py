@@ -1,0 +1,86 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from detection import DEFAULT_VOLATILE, call_signature, digest, normalize, progress_signature
+from detection.keys import value_digest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_key_order_does_not_matter_at_any_depth():
+    a = {"b": 1, "a": {"y": [1, {"q": 2, "p": 3}], "x": 2}}
+    b = {"a": {"x": 2, "y": [1, {"p": 3, "q": 2}]}, "b": 1}
+    assert call_signature("t", a) == call_signature("t", b)
+    assert list(normalize(a)) == ["a", "b"]
+
+
+def test_list_order_does_matter():
+    assert call_signature("t", {"a": [1, 2]}) != call_signature("t", {"a": [2, 1]})
+
+
+@pytest.mark.parametrize("key", sorted(DEFAULT_VOLATILE))
+def test_volatile_fields_are_dropped_at_every_depth(key):
+    plain = {"q": "x", "inner": {"n": 1}}
+    noisy = {"q": "x", key: "123", "inner": {"n": 1, key: "456"}}
+    assert call_signature("t", plain) == call_signature("t", noisy)
+
+
+def test_extra_volatile_fields_are_dropped_only_when_asked():
+    a, b = {"q": "x", "cursor": "c1"}, {"q": "x", "cursor": "c2"}
+    assert call_signature("t", a) != call_signature("t", b)
+    assert call_signature("t", a, volatile=["cursor"]) == call_signature("t", b, ["cursor"])
+
+
+def test_json_string_arguments_are_parsed_before_hashing():
+    assert call_signature("t", '{"b": 1, "a": 2}') == call_signature("t", {"a": 2, "b": 1})
+    assert normalize({"args": '[1, {"b": 2, "a": 1}]'}) == {"args": [1, {"a": 1, "b": 2}]}
+
+
+def test_paths_and_whitespace_are_canonical():
+    assert normalize("./a//b/") == "a/b"
+    assert normalize({"p": "src/./x/../y.py"}) == {"p": "src/y.py"}
+    assert normalize("  grep   -r\n foo  ") == "grep -r foo"
+    assert normalize("https://x.org//a") == "https://x.org//a"
+
+
+def test_tool_name_is_part_of_the_call():
+    assert call_signature("a", {"x": 1}) != call_signature("b", {"x": 1})
+
+
+def test_progress_signature_separates_results_and_status():
+    call = call_signature("t", {"x": 1})
+    same = progress_signature(call, {"r": 1, "ts": 5})
+    assert same == progress_signature(call, {"ts": 9, "r": 1})
+    assert same != progress_signature(call, {"r": 2})
+    assert same != progress_signature(call, {"r": 1}, "error")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": 1}, {"p": "./x//y"}, {"s": " a  b "}, {"j": '{"z": 1}'}, ["a/b", {"ts": 1}], "x", None,
+     {"n": 1.5, "b": True}, {"k": "quote \" inside"}, {"u": "ünï"}],
+)
+def test_fast_digest_equals_digest_of_normalized(value):
+    assert value_digest(value) == digest(normalize(value))
+
+
+def test_digests_are_deterministic_across_processes():
+    code = "from detection import call_signature; print(call_signature('t', {'b': [1], 'a': 'x'}))"
+    runs = {
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       check=True, env={"PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2")
+    }
+    assert len(runs) == 1
+    assert runs.pop().strip() == call_signature("t", {"a": "x", "b": [1]})
+
+
+def test_detection_imports_without_django_celery_or_runs():
+    code = ("import sys, detection; print(any(m.split('.')[0] in ('django', 'celery', 'runs')"
+            " for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
