@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
+from django.contrib.postgres.search import SearchVector
 from django.db import transaction
+from django.db.models import Value
 from django.utils import timezone
 
 import detection
 
-from .models import Finding, Run, Step, Trace, Verdict
+from .models import Finding, LedgerRow, Run, Step, Trace, Verdict
+
+STRIP_BUCKETS = 48  # cells of the runs list's repeat picture
+MAX_FOLDS = 5000
+MAX_TURNS = 2000
+SEARCH_ARGS_CHARS = 200  # of each distinct argument object
+SEARCH_TEXT_CHARS = 8000  # per run: bounds the tsvector at 100k steps
+FOLD_MIN = 3  # consecutive no-progress repeats folded into one band
 
 STEP_FIELDS = (
     "seq",
@@ -81,7 +92,8 @@ def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | No
         return None  # deleted meanwhile
     if policy is None:
         policy = run.project.policy()
-    result = detection.analyze(iter_steps(run.pk), policy)
+    seen = StepSample()
+    result = detection.analyze(seen.watch(iter_steps(run.pk)), policy)
     with transaction.atomic():
         run.findings.all().delete()
         Finding.objects.bulk_create(finding_row(run, finding) for finding in result.findings)
@@ -100,7 +112,9 @@ def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | No
             "repeat_seqs": sorted(
                 {seq for f in result.findings if f.severity != "info" for seq in f.seqs}
             )[:2000],
-        }
+        } | page_summary(result, seen, run.step_count)
+        run.ledger_rows.all().delete()
+        LedgerRow.objects.bulk_create(ledger_rows(run, result.ledger), batch_size=5000)
         run.analyzed_at = timezone.now()
         run.save(
             update_fields=[
@@ -114,6 +128,9 @@ def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | No
                 "summary",
                 "analyzed_at",
             ]
+        )
+        Run.objects.filter(pk=run.pk).update(
+            search=SearchVector(Value(seen.search_text()), config="simple")
         )
         if run.trace_id:
             finish_trace(run.trace_id)
@@ -159,3 +176,142 @@ def reanalyze(runs) -> int:
     for run_id in ids:
         transaction.on_commit(lambda run_id=run_id: tasks.analyze_run.delay(run_id))
     return len(ids)
+
+
+@dataclass
+class StepSample:
+    """What the pages need from a pass over the steps, gathered while the engine reads them."""
+
+    turns: list[int] = field(default_factory=list)  # seqs of user messages
+    tools: set[str] = field(default_factory=set)
+    args: list[str] = field(default_factory=list)
+    args_chars: int = 0
+
+    def watch(self, steps: Iterable[detection.Step]) -> Iterator[detection.Step]:
+        """Yield the steps unchanged, noting turns, tool names and a bounded args sample."""
+        for step in steps:
+            if step.kind == "user":
+                if len(self.turns) < MAX_TURNS:
+                    self.turns.append(step.seq)
+            elif step.kind == "tool_call" and step.tool:
+                self.tools.add(step.tool[:200])
+                if self.args_chars < SEARCH_TEXT_CHARS and step.args not in (None, {}, []):
+                    text = _args_text(step.args)
+                    if text not in self.args:
+                        self.args.append(text)
+                        self.args_chars += len(text)
+            yield step
+
+    def search_text(self) -> str:
+        """Return the text the runs list searches: tool names, then the args sample."""
+        return " ".join([*sorted(self.tools), *self.args])[: SEARCH_TEXT_CHARS * 2]
+
+
+def _args_text(args) -> str:
+    try:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(args)
+    return text[:SEARCH_ARGS_CHARS]
+
+
+def ledger_rows(run: Run, ledger: Iterable[detection.LedgerEntry]) -> Iterator[LedgerRow]:
+    """Yield the rows to store for the ledger's repeated (no-progress) calls."""
+    for entry in ledger:
+        if entry.repeat_of is not None and entry.count > 1:
+            yield LedgerRow(
+                run=run,
+                seq=entry.seq,
+                tool=(entry.tool or "")[:200],
+                repeat_of=entry.repeat_of,
+                count=entry.count,
+            )
+
+
+def find_folds(ledger: Iterable[detection.LedgerEntry], turns: list[int]) -> list[dict]:
+    """Return the bands of consecutive no-progress repeats of one call (at least FOLD_MIN).
+
+    Only tool calls count as consecutive; messages between them fold along, a user message
+    (a new turn) ends a band.
+    """
+    folds: list[dict] = []
+    turn_set = set(turns)
+    group: list[detection.LedgerEntry] = []
+
+    def close() -> None:
+        if len(group) >= FOLD_MIN and len(folds) < MAX_FOLDS:
+            first, last = group[0], group[-1]
+            folds.append(
+                {
+                    "kind": "repeat",
+                    "start": first.seq,
+                    "end": last.seq,
+                    "count": len(group),
+                    "tool": (first.tool or "")[:200],
+                    "signature": first.signature[:80],
+                }
+            )
+
+    for entry in ledger:
+        joins = (
+            group
+            and entry.signature == group[-1].signature
+            and entry.repeat_of is not None
+            and not any(seq in turn_set for seq in range(group[-1].seq + 1, entry.seq + 1))
+        )
+        if joins:
+            group.append(entry)
+            continue
+        close()
+        group = [entry]
+    close()
+    return folds
+
+
+def find_cycles(findings: Iterable[detection.Finding], folds: list[dict]) -> list[dict]:
+    """Return oscillation bands that do not overlap a repeat band."""
+    cycles = []
+    for finding in findings:
+        if finding.detector != "oscillation" or len(finding.seqs) < 2:
+            continue
+        start, end = min(finding.seqs), max(finding.seqs)
+        if any(f["start"] <= end and start <= f["end"] for f in folds + cycles):
+            continue
+        cycles.append(
+            {
+                "kind": "cycle",
+                "start": start,
+                "end": end,
+                "count": finding.count,
+                "tool": (finding.tool or "")[:200],
+                "signature": (finding.signature or "")[:80],
+            }
+        )
+    return cycles
+
+
+def repeat_strip(
+    ledger: Iterable[detection.LedgerEntry], fired: Iterable[int], step_count: int
+) -> dict:
+    """Return the runs list's picture: per bucket of steps, how much of it repeats (0-4)."""
+    buckets = min(STRIP_BUCKETS, max(step_count, 1))
+    repeats = [0] * buckets
+    for entry in ledger:
+        if entry.repeat_of is not None:
+            repeats[min(entry.seq * buckets // max(step_count, 1), buckets - 1)] += 1
+    per_bucket = max(step_count, 1) / buckets
+    levels = [min(4, round(4 * n / per_bucket)) if n else 0 for n in repeats]
+    marks = sorted({min(seq * buckets // max(step_count, 1), buckets - 1) for seq in fired})
+    return {"cells": levels, "fired": marks[:buckets]}
+
+
+def page_summary(result: detection.Analysis, seen: StepSample, step_count: int) -> dict:
+    """Return what the pages read from run.summary: folds, cycles, turns and the strip."""
+    folds = find_folds(result.ledger, seen.turns)
+    cycles = find_cycles(result.findings, folds)
+    fired = [f.fired_at for f in result.findings if f.severity != "info"]
+    return {
+        "folds": sorted(folds + cycles, key=lambda f: f["start"]),
+        "turns": seen.turns,
+        "strip": repeat_strip(result.ledger, fired, step_count),
+    }

@@ -7,6 +7,8 @@ import secrets
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -193,6 +195,9 @@ class Run(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     analyzed_at = models.DateTimeField(null=True, blank=True)
+    # Denormalised for the runs list's free text: tool names plus a bounded sample of the
+    # arguments (see analysis.search_text), as a tsvector so a GIN index answers it.
+    search = SearchVectorField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -200,6 +205,10 @@ class Run(models.Model):
             models.Index(fields=["project", "-created_at", "-id"]),
             models.Index(fields=["project", "verdict", "-created_at"]),
             models.Index(fields=["project", "-stall_score", "-id"]),
+            models.Index(fields=["project", "-waste_steps", "-id"], name="run_project_waste"),
+            GinIndex(fields=["detectors"], name="run_detectors_gin"),
+            GinIndex(fields=["tools"], name="run_tools_gin"),
+            GinIndex(fields=["search"], name="run_search_gin"),
         ]
 
     def __str__(self) -> str:
@@ -387,3 +396,66 @@ class PolicyChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} policy changed {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class OtlpSpanGroup(models.Model):
+    """The spans of one OTLP trace id that arrived in one request (the OTLP span buffer).
+
+    The request's bytes are kept whole as a Trace (source "otlp"); these rows say which
+    trace ids each request holds, so the spans of one trace id that arrive in several
+    requests are assembled into one run (see runs/otlp_ingest.py).
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="otlp_groups")
+    batch = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="otlp_groups")
+    trace_id = models.CharField(max_length=32)  # OTLP trace id, hex
+    span_count = models.PositiveIntegerField(default=0)
+    has_root = models.BooleanField(default=False)  # the root span (no parent) is in here
+    received_at = models.DateTimeField(default=timezone.now)
+    assembled = models.BooleanField(default=False)  # its spans are in the run
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="otlp_groups"
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "trace_id"]),
+            models.Index(fields=["batch"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trace_id} in trace {self.batch_id}"
+
+
+class RateBucket(models.Model):
+    """An API key's token bucket for rate limiting, shared by every web worker."""
+
+    key = models.OneToOneField(ApiKey, on_delete=models.CASCADE, primary_key=True)
+    tokens = models.FloatField()
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.key_id}: {self.tokens:.1f}"
+
+
+class LedgerRow(models.Model):
+    """One repeated tool call in a run's progress ledger (calls that were new are not stored).
+
+    Denormalised from the engine's ledger at analysis time so the ledger table, the timeline's
+    ×count and the folded bands read a few rows instead of re-running the engine.
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="ledger_rows")
+    seq = models.PositiveIntegerField()
+    tool = models.CharField(max_length=200, blank=True)
+    repeat_of = models.PositiveIntegerField()  # first seq of the no-progress group
+    count = models.PositiveIntegerField()  # calls in that group so far (2 = first repeat)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="one_ledger_row_per_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} repeats #{self.repeat_of} (x{self.count})"
