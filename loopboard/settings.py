@@ -167,3 +167,18 @@ LOGGING = {
 if not DEBUG and not EMBEDDED:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+
+# --- API, OTLP/HTTP and API keys (issue #6) ----------------------------------------------
+# Requests to /api/ and /v1/ over MAX_UPLOAD_BYTES get 413 before their body is read.
+MIDDLEWARE.insert(1, "runs.auth.BodyLimitMiddleware")
+# Per-key token bucket, kept in PostgreSQL (runs_ratebucket) so every gunicorn worker and
+# every web machine shares it: RATE requests per second on average, BURST at once.
+LOOPBOARD_API_RATE = float(os.environ.get("LOOPBOARD_API_RATE", "50"))
+LOOPBOARD_API_BURST = env_int("LOOPBOARD_API_BURST", 200)
+# JSON bodies (API and OTLP/JSON) may nest no deeper than this.
+LOOPBOARD_MAX_JSON_DEPTH = env_int("LOOPBOARD_MAX_JSON_DEPTH", 64)
+# OTLP span joining: a trace's spans are assembled into one run this many seconds after its
+# root span arrives (late siblings from another connection still join), or after this many
+# seconds without new spans when the root never comes.
+LOOPBOARD_OTLP_ROOT_GRACE = float(os.environ.get("LOOPBOARD_OTLP_ROOT_GRACE", "2"))
+LOOPBOARD_OTLP_QUIET_SECONDS = float(os.environ.get("LOOPBOARD_OTLP_QUIET_SECONDS", "30"))

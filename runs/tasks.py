@@ -32,3 +32,11 @@ def analyze_run(run_id: int) -> None:
 def requeue_unfinished(**_kwargs) -> None:
     """When a worker starts, queue again what a worker that died left behind."""
     ingest.requeue_stale()
+
+
+@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
+    """Assemble buffered OTLP spans into runs and analyze them (runs/otlp_ingest.py)."""
+    from . import otlp_ingest
+
+    otlp_ingest.assemble(project_id, trace_ids, quiet)
