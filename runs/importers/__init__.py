@@ -25,6 +25,7 @@ from . import (
     mini_swe_agent,
     native,
     openhands,
+    otlp,
     responses,
     swe_agent,
 )
@@ -46,6 +47,7 @@ IMPORTERS: dict[str, Importer] = {
         mini_swe_agent,
         swe_agent,
         openhands,
+        otlp,
         # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest
         responses,
         anthropic,
