@@ -91,9 +91,9 @@ def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
             pass
         else:
             return _normalize(parsed, volatile)
-    if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
-        if not _WS.search(stripped):
-            return posixpath.normpath(stripped)
+    is_path = "/" in stripped and "://" not in stripped and len(stripped) < 4096
+    if is_path and not _WS.search(stripped):
+        return posixpath.normpath(stripped)
     return _WS.sub(" ", stripped)
 
 

@@ -18,10 +18,17 @@ class Trace:
         self.steps.append(step)
         return step
 
-    def call(self, tool: str, args: Any = None, result: Any = "ok", status: str = "ok",
-             **extra: Any) -> Step:
-        return self._add(kind="tool_call", tool=tool, args=args if args is not None else {},
-                         result=result, status=status, **extra)
+    def call(
+        self, tool: str, args: Any = None, result: Any = "ok", status: str = "ok", **extra: Any
+    ) -> Step:
+        return self._add(
+            kind="tool_call",
+            tool=tool,
+            args=args if args is not None else {},
+            result=result,
+            status=status,
+            **extra,
+        )
 
     def user(self, text: str = "please continue", **extra: Any) -> Step:
         return self._add(kind="user", text=text, **extra)

@@ -178,7 +178,11 @@ def test_mutating_failure_warns_at_2():
         trace.call("str_replace_editor", {"path": "a.py", "old": "x"}, "old_str not found", "error")
     result = analyze(trace.steps)
     (finding,) = result.findings
-    assert (finding.detector, finding.severity, finding.threshold) == ("mutating_failure", "warn", 2)
+    assert (finding.detector, finding.severity, finding.threshold) == (
+        "mutating_failure",
+        "warn",
+        2,
+    )
 
 
 def test_mutating_failure_needs_the_same_failure_and_no_change_between():
@@ -198,8 +202,11 @@ def test_rereading_one_range_between_other_ranges_warns_at_3():
     trace = Trace()
     for index in range(3):
         trace.call("Read", {"file_path": "big.py", "offset": 0, "limit": 100}, f"head v{index}")
-        trace.call("Read", {"file_path": "big.py", "offset": 100 * (index + 1), "limit": 100},
-                   f"part {index}")
+        trace.call(
+            "Read",
+            {"file_path": "big.py", "offset": 100 * (index + 1), "limit": 100},
+            f"part {index}",
+        )
     result = analyze(trace.steps)
     assert "read_range" in detectors(result)
     finding = next(f for f in result.findings if f.detector == "read_range")
@@ -209,8 +216,9 @@ def test_rereading_one_range_between_other_ranges_warns_at_3():
 def test_reading_a_file_page_by_page_is_fine():
     trace = Trace()
     for index in range(20):
-        trace.call("Read", {"file_path": "big.py", "offset": 100 * index, "limit": 100},
-                   f"lines {index}")
+        trace.call(
+            "Read", {"file_path": "big.py", "offset": 100 * index, "limit": 100}, f"lines {index}"
+        )
     assert analyze(trace.steps).verdict == "ok"
 
 
@@ -275,8 +283,11 @@ def test_edits_with_the_same_ack_are_not_a_stall():
 def test_near_repeat_limit_9_then_10():
     trace = Trace()
     for limit, extra in [(9, ""), (10, " x"), (11, " y")]:
-        trace.call("list_issues", {"repo": "acme/app", "state": "open", "limit": limit},
-                   "issue 12 login broken; issue 15 crash on save; issue 17 slow search" + extra)
+        trace.call(
+            "list_issues",
+            {"repo": "acme/app", "state": "open", "limit": limit},
+            "issue 12 login broken; issue 15 crash on save; issue 17 slow search" + extra,
+        )
     assert "near_repeat" in detectors(analyze(trace.steps))
 
 
@@ -322,8 +333,10 @@ def test_budgets_are_off_unless_set():
         trace.call("read", {"path": f"f{index}"}, f"c{index}", tokens_in=1000, cost=0.5)
     assert analyze(trace.steps).verdict == "ok"
     policy = Policy.from_dict(
-        {"defaults": {"max_steps": 20, "max_tokens": 10_000, "max_cost": 5.0},
-         "tools": {"read": {"quota": 25}}}
+        {
+            "defaults": {"max_steps": 20, "max_tokens": 10_000, "max_cost": 5.0},
+            "tools": {"read": {"quota": 25}},
+        }
     )
     result = analyze(trace.steps, policy)
     fired = {f.signature: f for f in result.findings}
@@ -344,7 +357,10 @@ def test_ledger_records_what_each_call_repeats():
     trace.call("a", {"x": 1}, "other")
     result = analyze(trace.steps)
     assert [(e.seq, e.repeat_of, e.count) for e in result.ledger] == [
-        (0, None, 1), (1, None, 1), (2, 0, 2), (3, None, 1)
+        (0, None, 1),
+        (1, None, 1),
+        (2, 0, 2),
+        (3, None, 1),
     ]
     assert result.stall_score == 0.25
     assert result.ledger[0].progress_signature.startswith(result.ledger[0].signature + ":")
@@ -363,8 +379,16 @@ def test_healthy_run_trends_to_zero_and_series_is_bounded():
 def test_waste_counts_steps_tokens_cost_and_time_after_the_first_warn():
     trace = Trace()
     for index in range(6):
-        trace.call("search", {"q": "x"}, "same", tokens_in=100, tokens_out=10, cost=0.01,
-                   started_at=1000.0 + index, ended_at=1000.5 + index)
+        trace.call(
+            "search",
+            {"q": "x"},
+            "same",
+            tokens_in=100,
+            tokens_out=10,
+            cost=0.01,
+            started_at=1000.0 + index,
+            ended_at=1000.5 + index,
+        )
     result = analyze(trace.steps)
     (finding,) = result.findings
     assert finding.fired_at == 2

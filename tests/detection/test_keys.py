@@ -60,8 +60,18 @@ def test_progress_signature_separates_results_and_status():
 
 @pytest.mark.parametrize(
     "value",
-    [{"a": 1}, {"p": "./x//y"}, {"s": " a  b "}, {"j": '{"z": 1}'}, ["a/b", {"ts": 1}], "x", None,
-     {"n": 1.5, "b": True}, {"k": "quote \" inside"}, {"u": "ünï"}],
+    [
+        {"a": 1},
+        {"p": "./x//y"},
+        {"s": " a  b "},
+        {"j": '{"z": 1}'},
+        ["a/b", {"ts": 1}],
+        "x",
+        None,
+        {"n": 1.5, "b": True},
+        {"k": 'quote " inside'},
+        {"u": "ünï"},
+    ],
 )
 def test_fast_digest_equals_digest_of_normalized(value):
     assert value_digest(value) == digest(normalize(value))
@@ -70,8 +80,14 @@ def test_fast_digest_equals_digest_of_normalized(value):
 def test_digests_are_deterministic_across_processes():
     code = "from detection import call_signature; print(call_signature('t', {'b': [1], 'a': 'x'}))"
     runs = {
-        subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       check=True, env={"PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed},
+        ).stdout
         for seed in ("1", "2")
     }
     assert len(runs) == 1
@@ -79,8 +95,11 @@ def test_digests_are_deterministic_across_processes():
 
 
 def test_detection_imports_without_django_celery_or_runs():
-    code = ("import sys, detection; print(any(m.split('.')[0] in ('django', 'celery', 'runs')"
-            " for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, detection; print(any(m.split('.')[0] in ('django', 'celery', 'runs')"
+        " for m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "False"
