@@ -28,6 +28,7 @@ from . import (
     otlp,
     responses,
     swe_agent,
+    tree,
 )
 from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
 
@@ -48,6 +49,7 @@ IMPORTERS: dict[str, Importer] = {
         swe_agent,
         openhands,
         otlp,
+        tree,
         # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest
         responses,
         anthropic,

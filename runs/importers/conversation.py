@@ -241,7 +241,7 @@ def read_conversations(
         if loose:
             yield loose[0].run
 
-    yield from _with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
+    yield from with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
 
 
 Where = tuple[str, int, int | None]  # id suffix, index, line
@@ -268,7 +268,7 @@ def _document_values(
         yield (f"#{index}", index, None), item
 
 
-def _with_skips(
+def with_skips(
     runs: Iterator[Run], skips: Skips, *, source: str, single_id: tuple[str, str]
 ) -> Iterator[Run]:
     pending: Run | None = None

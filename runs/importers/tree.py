@@ -1,0 +1,293 @@
+"""Generic tree JSON: nested nodes with `children` (ThinkNode/ToolNode-style search trees).
+
+Accepted shapes: one root node object (one run), a top-level array of root nodes (one run
+each), or JSONL with one root per line (one run each). A root may be wrapped as `{"root":
+node}` or `{"tree": node}`.
+
+Node -> step, parents before children, children in order (then stably by start time when the
+nodes have one):
+- type from `type` | `kind` | `node_type`, lower-cased, without a trailing "node"
+  (ThinkNode -> think): tool/tool_call/action/function/observation -> tool_call; think/thought/
+  reasoning/plan/reflection -> reasoning; llm/assistant/message/response/answer -> assistant;
+  user/human/task/query -> user; anything else (agent, root, chain, step) -> system with text =
+  the node name. A node without a type that names a tool (`tool`, or `name` plus args) is a
+  tool call.
+- tool = `tool` | `tool_name` | `name`; args = `args` | `input` | `arguments` | `parameters`
+  (JSON text parsed); result = `result` | `output` | `observation`; text = `text` | `thought` |
+  `content` | `message` | `name`.
+- id = the node's `id` (text), else a path id (`0`, `0.1`, `0.1.2`); a repeated id gets
+  "#2", "#3" so every step has its own; parent_id = the parent node's id. A root's own
+  `parent_id`/`parent` is kept: a file that starts mid-tree has roots whose parent is not in
+  the file, and the model treats those as roots.
+- Errors are explicit: `status` in error/failed/failure, a truthy `error`, or `success: false`
+  -> "error" (a failed node without a result gets the error as its result). Text is not
+  inspected.
+- Tree depth is limited only by max_steps (nodes are walked without recursion); the file's
+  JSON nesting may reach 8 x max_depth, deeper files are refused; node values nested deeper
+  than max_depth are cut with a marker.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+from detection.model import Run, Step
+
+from .base import (
+    Limits,
+    Skips,
+    TooManySteps,
+    TraceError,
+    clip_json,
+    clip_strings,
+    first_byte,
+    head_values,
+    iter_json,
+    iter_jsonl,
+    looks_like_jsonl,
+    parse_json_text,
+    parse_time,
+    stream_head,
+)
+from .conversation import with_skips
+
+name = "tree"
+label = "Generic tree JSON (nodes with children)"
+
+KINDS = {
+    "tool": "tool_call",
+    "toolcall": "tool_call",
+    "action": "tool_call",
+    "function": "tool_call",
+    "functioncall": "tool_call",
+    "observation": "tool_call",
+    "think": "reasoning",
+    "thought": "reasoning",
+    "thinking": "reasoning",
+    "reasoning": "reasoning",
+    "plan": "reasoning",
+    "reflection": "reasoning",
+    "llm": "assistant",
+    "assistant": "assistant",
+    "message": "assistant",
+    "response": "assistant",
+    "answer": "assistant",
+    "user": "user",
+    "human": "user",
+    "task": "user",
+    "query": "user",
+}
+TYPE_KEYS = ("type", "kind", "node_type")
+ARG_KEYS = ("args", "input", "arguments", "parameters")
+RESULT_KEYS = ("result", "output", "observation")
+TEXT_KEYS = ("text", "thought", "content", "message", "name")
+WRAPPERS = ("root", "tree")
+ERROR_STATUS = {"error", "failed", "failure", "fail"}
+
+
+def _node_type(node: dict) -> str:
+    for key in TYPE_KEYS:
+        if isinstance(node.get(key), str):
+            kind = "".join(c for c in node[key].lower() if c.isalpha())
+            return kind.removesuffix("node") or kind
+    return ""
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, dict) and "children" not in value:
+        for key in WRAPPERS:
+            if isinstance(value.get(key), dict):
+                return value[key]
+    return value
+
+
+def _is_node(value: Any) -> bool:
+    value = _unwrap(value)
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("children"), list)
+        and (any(k in value for k in TYPE_KEYS) or "name" in value or "tool" in value)
+    )
+
+
+def sniff(head: bytes) -> bool:
+    """A node object (or array of them) with a `children` list and a type, name or tool."""
+    values = head_values(head, max_lines=2)
+    if not values:
+        return False
+    first = values[0]
+    if isinstance(first, list):
+        first = first[0] if first else None
+    return _is_node(first)
+
+
+# --- nodes to steps
+
+
+def _kind(node: dict) -> str:
+    kind = KINDS.get(_node_type(node))
+    if kind:
+        return kind
+    if not _node_type(node) and (
+        "tool" in node or ("name" in node and _first(node, ARG_KEYS) is not None)
+    ):
+        return "tool_call"
+    return "system"
+
+
+def _first(node: dict, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if node.get(key) is not None:
+            return node[key]
+    return None
+
+
+def _failed(node: dict) -> bool:
+    status = node.get("status")
+    return (
+        (isinstance(status, str) and status.lower() in ERROR_STATUS)
+        or bool(node.get("error"))
+        or node.get("success") is False
+    )
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def node_step(node: dict, *, id: str, parent_id: str | None, limits: Limits) -> Step:
+    """Return the step for one node (its children are handled by the walk)."""
+    kind = _kind(node)
+    step = Step(
+        seq=0,
+        kind=kind,
+        id=id,
+        parent_id=parent_id,
+        started_at=parse_time(_first(node, ("started_at", "start_time", "timestamp", "ts"))),
+        ended_at=parse_time(_first(node, ("ended_at", "end_time"))),
+        tokens_in=_number(_first(node, ("tokens_in", "input_tokens", "prompt_tokens"))),
+        tokens_out=_number(_first(node, ("tokens_out", "output_tokens", "completion_tokens"))),
+        cost=_number(node.get("cost")),
+    )
+    error = _failed(node)
+    if kind == "tool_call":
+        tool = _first(node, ("tool", "tool_name", "name"))
+        step.tool = str(tool)[:200] if tool else "(unknown)"
+        step.args = clip_json(parse_json_text(_first(node, ARG_KEYS)), limits)
+        result = _first(node, RESULT_KEYS)
+        if result is None and error and node.get("error") not in (None, True):
+            result = node["error"]
+        step.result = clip_json(result, limits)
+        step.status = "error" if error else "ok"
+    else:
+        text = _first(node, TEXT_KEYS)
+        step.text = clip_strings(
+            text if isinstance(text, str) or text is None else str(text), limits.max_value_chars
+        )
+        step.status = "error" if error else "ok"
+    return step
+
+
+def run_from_root(root: Any, *, run_id: str, source: str, limits: Limits) -> Run:
+    """Return the run of one root node, walking the tree without recursion."""
+    root = _unwrap(root)
+    if not isinstance(root, dict):
+        raise TraceError(f"a root node must be an object, not {type(root).__name__}", source=source)
+    run = Run(id=str(root.get("run_id") or run_id), format=name)
+    used: dict[str, int] = {}
+    own_parent = _first(root, ("parent_id", "parent"))
+    stack: list[tuple[Any, str, str | None]] = [
+        (root, "0", None if own_parent is None else str(own_parent))
+    ]
+    while stack:
+        node, path, parent_id = stack.pop()
+        if not isinstance(node, dict):
+            run.warnings.append(f"{source}: node {path} is not an object; skipped")
+            run.skipped += 1
+            continue
+        if len(run.steps) >= limits.max_steps:
+            raise TooManySteps(
+                f"run {run.id!r} has more than {limits.max_steps} steps", source=source
+            )
+        step_id = _unique_id(node.get("id"), path, used)
+        run.steps.append(node_step(node, id=step_id, parent_id=parent_id, limits=limits))
+        children = node.get("children") or []
+        if not isinstance(children, list):
+            children = [children]
+        for index in range(len(children) - 1, -1, -1):
+            stack.append((children[index], f"{path}.{index}", step_id))
+    _order(run)
+    return run
+
+
+def _unique_id(given: Any, path: str, used: dict[str, int]) -> str:
+    step_id = path if given is None or isinstance(given, dict | list) else str(given)
+    count = used.get(step_id, 0) + 1
+    used[step_id] = count
+    return step_id if count == 1 else f"{step_id}#{count}"
+
+
+def _order(run: Run) -> None:
+    if any(step.started_at is not None for step in run.steps):
+        last = float("-inf")
+        keys = []
+        for step in run.steps:
+            last = step.started_at if step.started_at is not None else last
+            keys.append(last)
+        run.steps = [run.steps[i] for i in sorted(range(len(run.steps)), key=keys.__getitem__)]
+    for seq, step in enumerate(run.steps):
+        step.seq = seq
+
+
+# --- reading the file
+
+
+def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """Yield one run per root node (see the module docstring)."""
+    base = os.path.basename(source) or "run"
+    skips = Skips()
+    if looks_like_jsonl(stream_head(stream)):
+        roots = (
+            (f"{base}:{line}", value, line)
+            for line, value in iter_jsonl(
+                stream, source=source, limits=_jsonl_limits(limits), skips=skips
+            )
+        )
+    else:
+        roots = _document_roots(stream, base=base, source=source, limits=limits)
+
+    def runs() -> Iterator[Run]:
+        for run_id, root, line in roots:
+            try:
+                yield run_from_root(root, run_id=run_id, source=source, limits=limits)
+            except TooManySteps:
+                raise
+            except TraceError as exc:
+                skips.add(TraceError(exc.reason, source=source, line=line, field=exc.field))
+
+    yield from with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
+
+
+def _jsonl_limits(limits: Limits) -> Limits:
+    from dataclasses import replace
+
+    return replace(limits, max_depth=limits.max_depth * 8)
+
+
+def _document_roots(
+    stream: IO[bytes], *, base: str, source: str, limits: Limits
+) -> Iterator[tuple[str, Any, int | None]]:
+    start = first_byte(stream)
+    depth = limits.max_depth * 8  # every tree level is two JSON levels (node, children)
+    if start == b"{":
+        for value in iter_json(stream, "", source=source, limits=limits, max_depth=depth):
+            yield base, value, None
+        return
+    if start != b"[":
+        raise TraceError("expected a JSON object or array of tree nodes", source=source, line=1)
+    for index, value in enumerate(
+        iter_json(stream, "item", source=source, limits=limits, max_depth=depth)
+    ):
+        yield f"{base}#{index}", value, None
