@@ -5,8 +5,8 @@ each tool result with its call:
 
 - a result names its call by id; ids may repeat inside a run (tau-bench reuses them), so a
   result goes to the **earliest still-unanswered call with that id**;
-- a result without an id, or whose id matches no unanswered call, goes to the earliest
-  unanswered call of the latest batch (with the same tool name when the result gives one);
+- a result without an id goes to the earliest unanswered call of the latest batch (with the
+  same tool name when the result gives one): position is all there is to go by;
 - a result that still matches nothing is kept as a tool_call step of its own with tool
   "(unknown)" (or the name the result gives), args None, and a warning: nothing is lost and a
   detector still sees failing results;
@@ -172,8 +172,7 @@ class Conversation:
     def _match(self, call_id: str | None, name: Any) -> Step | None:
         if call_id is not None:
             waiting = self._open.get(call_id)
-            if waiting:
-                return waiting.pop(0)
+            return waiting.pop(0) if waiting else None
         for step in self._batch:
             if step.seq not in self._answered and (not name or step.tool == name):
                 waiting = self._open.get(self._call_ids.get(step.seq, ""), [])
@@ -210,7 +209,9 @@ def read_conversations(
     loose: list[Conversation] = []
 
     def runs() -> Iterator[Run]:
-        for where, value in reader(stream, source=source, limits=limits, skips=skips):
+        for where, value in reader(
+            stream, source=source, limits=limits, skips=skips, is_message=is_message
+        ):
             try:
                 if is_message(value):
                     if not loose:
@@ -248,14 +249,34 @@ Where = tuple[str, int, int | None]  # id suffix, index, line
 
 
 def _jsonl_values(
-    stream: IO[bytes], *, source: str, limits: Limits, skips: Skips
+    stream: IO[bytes],
+    *,
+    source: str,
+    limits: Limits,
+    skips: Skips,
+    is_message: Callable[[Any], bool],
 ) -> Iterator[tuple[Where, Any]]:
     for line, value in iter_jsonl(stream, source=source, limits=limits, skips=skips):
-        yield (f":{line}", line, line), value
+        if (
+            isinstance(value, list)
+            and value
+            and isinstance(value[0], dict)
+            and not is_message(value[0])
+            and "role" not in value[0]
+        ):
+            for index, item in enumerate(value):  # a line holding an array of runs
+                yield (f":{line}#{index}", index, line), item
+        else:
+            yield (f":{line}", line, line), value
 
 
 def _document_values(
-    stream: IO[bytes], *, source: str, limits: Limits, skips: Skips
+    stream: IO[bytes],
+    *,
+    source: str,
+    limits: Limits,
+    skips: Skips,
+    is_message: Callable[[Any], bool],
 ) -> Iterator[tuple[Where, Any]]:
     start = first_byte(stream)
     if start == b"{":

@@ -76,10 +76,10 @@ def _is_item(value: Any) -> bool:
 def _item_list(value: Any) -> list | None:
     if isinstance(value, list):
         return value
-    if isinstance(value, dict):
-        items = [*_as_list(value.get("input")), *_as_list(value.get("output"))]
-        if isinstance(value.get("input"), list) or isinstance(value.get("output"), list):
-            return items
+    if isinstance(value, dict) and (
+        isinstance(value.get("input"), list | str) or isinstance(value.get("output"), list)
+    ):
+        return [*_as_list(value.get("input")), *_as_list(value.get("output"))]
     return None
 
 
