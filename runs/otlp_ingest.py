@@ -15,7 +15,6 @@ OpenInference attributes is used (`_fallback_runs`).
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import zlib

@@ -1,0 +1,265 @@
+"""The JSON API (django-ninja Router): traces, runs, policy and the live check.
+
+Every endpoint acts on the project of the caller's API key (`Authorization: Bearer <key>`);
+an id from another project is 404, never 403. Endpoints are thin: they call the same services
+as the HTML views (runs/ingest.py, runs/queries.py, runs/policies.py, runs/live.py).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import date
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import File, Query, Router
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.security import HttpBearer
+
+from . import analysis, auth, ingest, live, policies, queries
+from .importers import IMPORTERS
+from .models import Run, Trace, Verdict
+from .schemas import (
+    AnalyzeQueued,
+    CheckIn,
+    CheckOut,
+    ErrorOut,
+    PolicyIn,
+    PolicyOut,
+    RunDetailOut,
+    RunOut,
+    StepPage,
+    TraceAccepted,
+    TraceOut,
+)
+
+STEPS_PAGE_MAX = 1000
+
+
+class ApiKeyAuth(HttpBearer):
+    """`Authorization: Bearer <key>`: the key's project is the one the API acts on."""
+
+    openapi_description = "A project API key (settings page or `manage.py create_api_key`)."
+
+    def __call__(self, request: HttpRequest) -> auth.KeyAuth:
+        # Unlike HttpBearer, a missing header gets the same clear 401 as a bad key.
+        return self.authenticate(request, auth.bearer_token(request))
+
+    def authenticate(self, request: HttpRequest, token: str) -> auth.KeyAuth:
+        return auth.authenticate_request(request)
+
+
+router = Router(auth=ApiKeyAuth())
+ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut}
+
+
+def _project(request: HttpRequest):  # type: ignore[no-untyped-def]
+    return request.auth.project
+
+
+def _run(request: HttpRequest, run_id: int) -> Run:
+    return get_object_or_404(_project(request).runs.select_related("trace"), pk=run_id)
+
+
+def _trace(request: HttpRequest, trace_id: int) -> Trace:
+    return get_object_or_404(_project(request).traces.defer("raw"), pk=trace_id)
+
+
+def _trace_out(trace: Trace) -> dict:
+    run_ids = list(trace.runs.order_by("id").values_list("id", flat=True)[:1000])
+    if not run_ids and trace.source == Trace.Source.OTLP:
+        run_ids = sorted(
+            set(trace.otlp_groups.exclude(run=None).values_list("run_id", flat=True)[:1000])
+        )
+    return {
+        "id": trace.pk,
+        "name": trace.name,
+        "status": trace.status,
+        "format": trace.format,
+        "declared_format": trace.declared_format,
+        "size": trace.size,
+        "source": trace.source,
+        "error": trace.error,
+        "warnings": [str(w) for w in trace.warnings or []],
+        "skipped_lines": trace.skipped_lines,
+        "created_at": trace.created_at,
+        "updated_at": trace.updated_at,
+        "run_ids": run_ids,
+    }
+
+
+@router.post(
+    "/traces",
+    response={202: TraceAccepted, 400: ErrorOut, 413: ErrorOut, 422: ErrorOut, **ERRORS},
+    tags=["traces"],
+    summary="Upload a trace file",
+)
+def upload_trace(
+    request: HttpRequest,
+    file: UploadedFile | None = File(None),  # noqa: B008 - ninja's idiom
+    format: str = Query("", description="force a format (default: detected)"),
+    name: str = Query("", max_length=255, description="file name (raw bodies)"),
+):
+    """Store a trace file and queue its import; returns at once with the trace id.
+
+    Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
+    (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
+    """
+    if format and format not in IMPORTERS:
+        raise HttpError(422, f"unknown format {format!r}; known: {', '.join(IMPORTERS)}")
+    limit = settings.MAX_UPLOAD_BYTES
+    if file is not None:
+        if file.size and file.size > limit:
+            raise HttpError(413, f"file of {file.size} bytes is over the limit of {limit} bytes")
+        data, name = file.read(), name or file.name or "upload"
+    else:
+        data = request.body
+        name = name or "upload"
+    if len(data) > limit:
+        raise HttpError(413, f"trace of {len(data)} bytes is over the limit of {limit} bytes")
+    if not data:
+        raise HttpError(400, "empty trace: send the file as multipart 'file' or as the body")
+    trace, created = ingest.store_trace(
+        _project(request), data, name=name, format=format, source=Trace.Source.API
+    )
+    return 202, {
+        "trace_id": trace.pk,
+        "status": trace.status,
+        "duplicate": not created,
+        "url": f"/api/traces/{trace.pk}",
+    }
+
+
+@router.get("/traces/{trace_id}", response={200: TraceOut, **ERRORS}, tags=["traces"])
+def get_trace(request: HttpRequest, trace_id: int):
+    """A trace's import status (received, parsing, analyzing, analyzed, failed), its error
+    message and warnings, and the ids of its runs."""
+    return _trace_out(_trace(request, trace_id))
+
+
+@router.get(
+    "/traces/{trace_id}/raw",
+    response=ERRORS,
+    tags=["traces"],
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "the bytes exactly as received",
+                "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def download_trace(request: HttpRequest, trace_id: int) -> HttpResponse:
+    """The trace's bytes exactly as they were received (possibly gzipped)."""
+    trace = get_object_or_404(_project(request).traces, pk=trace_id)
+    return raw_response(trace)
+
+
+def raw_response(trace: Trace) -> HttpResponse:
+    """Return a download response for a trace's raw bytes (shared with the page)."""
+    response = HttpResponse(bytes(trace.raw), content_type="application/octet-stream")
+    filename = "".join(c for c in trace.name if c.isalnum() or c in "._- ")[:100] or "trace"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@router.get("/runs", response={200: list[RunOut], **ERRORS}, tags=["runs"])
+@paginate(LimitOffsetPagination)
+def list_runs(
+    request: HttpRequest,
+    verdict: Verdict | None = None,
+    detector: str = Query("", max_length=40),
+    tool: str = Query("", max_length=200),
+    format: str = Query("", max_length=40),
+    since: date | None = None,
+    until: date | None = None,
+    q: str = Query("", max_length=200, description="search names and external ids"),
+):
+    """The project's runs, newest first, with the filters of the runs list."""
+    runs = queries.filter_runs(
+        _project(request).runs.order_by("-created_at", "-id"),
+        verdict=verdict or "",
+        detector=detector,
+        tool=tool,
+        format=format,
+        since=since,
+        until=until,
+        q=q,
+    )
+    return runs.defer("metadata", "summary")
+
+
+@router.get("/runs/{run_id}", response={200: RunDetailOut, **ERRORS}, tags=["runs"])
+def get_run(request: HttpRequest, run_id: int):
+    """A run with its summary and findings (each with the message for the agent)."""
+    run = _run(request, run_id)
+    run.findings_list = list(run.findings.all())
+    return {
+        **{f: getattr(run, f) for f in RunDetailOut.model_fields if f != "findings"},
+        "findings": run.findings_list,
+    }
+
+
+@router.get("/runs/{run_id}/steps", response={200: StepPage, **ERRORS}, tags=["runs"])
+def list_steps(
+    request: HttpRequest,
+    run_id: int,
+    from_: int = Query(0, alias="from", ge=0, le=2**31 - 1, description="first seq"),
+    limit: int = Query(200, ge=1, le=STEPS_PAGE_MAX),
+):
+    """A page of the run's steps in order, from seq `from`."""
+    run = _run(request, run_id)
+    steps = list(run.steps.filter(seq__gte=from_).order_by("seq")[: limit + 1])
+    next_from = steps[limit].seq if len(steps) > limit else None
+    return {"items": steps[:limit], "next_from": next_from}
+
+
+@router.post(
+    "/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"]
+)
+def analyze_run(request: HttpRequest, run_id: int):
+    """Queue the run for analysis again (with the project's current policy)."""
+    run = _run(request, run_id)
+    analysis.reanalyze(Run.objects.filter(pk=run.pk))
+    return 202, {"run_id": run.pk, "status": "queued"}
+
+
+@router.get("/policy", response={200: PolicyOut, **ERRORS}, tags=["policy"])
+def get_policy(request: HttpRequest):
+    """The project's detection policy: `{"defaults": {...}, "tools": {...}}`."""
+    return _project(request).policy_dict()
+
+
+@router.put("/policy", response={200: PolicyOut, 422: ErrorOut, **ERRORS}, tags=["policy"])
+def put_policy(request: HttpRequest, payload: PolicyIn):
+    """Replace the project's policy (the `loopboard scan --policy` shape), record the change
+    and re-analyze the project's runs."""
+    project = _project(request)
+    try:
+        change = policies.save_policy(project, payload.model_dump(), user=None)
+    except ValueError as exc:
+        raise HttpError(422, str(exc)) from None
+    return {**project.policy_dict(), "reanalyzed": change.reanalyzed}
+
+
+@router.post("/check", response={200: CheckOut, 422: ErrorOut, **ERRORS}, tags=["live"])
+def check(request: HttpRequest, payload: CheckIn):
+    """Would this next tool call be a loop? Give the run so far (a stored run's `run_id`, or
+    the `calls` made so far) and the next call; the answer's `message` is what the agent
+    should tell its model."""
+    started = time.perf_counter()
+    project = _project(request)
+    run = _run(request, payload.run_id) if payload.run_id is not None else None
+    steps = [live.step_from_call(i, call.model_dump()) for i, call in enumerate(payload.calls)]
+    result = live.check_next_call(project, payload.tool, payload.args, run=run, steps=steps)
+    return {
+        "verdict": result.verdict,
+        "findings": [finding.to_dict() for finding in result.findings],
+        "message": result.message,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
