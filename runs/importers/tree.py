@@ -249,12 +249,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     base = os.path.basename(source) or "run"
     skips = Skips()
     if looks_like_jsonl(stream_head(stream)):
-        roots = (
-            (f"{base}:{line}", value, line)
-            for line, value in iter_jsonl(
-                stream, source=source, limits=_jsonl_limits(limits), skips=skips
-            )
-        )
+        roots = _jsonl_roots(stream, base=base, source=source, limits=limits, skips=skips)
     else:
         roots = _document_roots(stream, base=base, source=source, limits=limits)
 
@@ -268,6 +263,17 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                 skips.add(TraceError(exc.reason, source=source, line=line, field=exc.field))
 
     yield from with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
+
+
+def _jsonl_roots(
+    stream: IO[bytes], *, base: str, source: str, limits: Limits, skips: Skips
+) -> Iterator[tuple[str, Any, int | None]]:
+    for line, value in iter_jsonl(stream, source=source, limits=_jsonl_limits(limits), skips=skips):
+        if isinstance(value, list):  # a line holding an array of roots
+            for index, root in enumerate(value):
+                yield f"{base}:{line}#{index}", root, line
+        else:
+            yield f"{base}:{line}", value, line
 
 
 def _jsonl_limits(limits: Limits) -> Limits:
