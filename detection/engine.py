@@ -196,6 +196,8 @@ class Monitor:
             self._hit = True
         if not rises:
             return
+        if callable(message):  # detectors may pass a function: words cost, build them once
+            message = message()
         inc.severity, inc.threshold, inc.rule, inc.message = severity, threshold, rule, message
         if severity != "info" and inc.mark is None:
             inc.mark = self._totals()

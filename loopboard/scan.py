@@ -17,6 +17,9 @@ from typing import TextIO
 import detection
 from runs.importers import IMPORTERS, TraceError, iter_runs
 
+#: Files a directory walk passes over: documentation and config next to the traces.
+NOT_TRACES = (".md", ".txt", ".rst", ".toml", ".py", ".cfg", ".ini", ".lock")
+
 FINDING_KEYS = ("detector", "severity", "tool", "signature", "seqs", "count", "threshold")
 
 
@@ -26,7 +29,11 @@ def _files(paths: list[str]) -> Iterator[str]:
             found = []
             for root, dirs, names in os.walk(path):
                 dirs[:] = [name for name in dirs if not name.startswith(".")]
-                found.extend(os.path.join(root, name) for name in names if not name.startswith("."))
+                found.extend(
+                    os.path.join(root, name)
+                    for name in names
+                    if not name.startswith(".") and not name.lower().endswith(NOT_TRACES)
+                )
             yield from sorted(found)
         else:
             yield path

@@ -112,12 +112,16 @@ class Repeat:
         ev.repeat_of, ev.group_count = first, group.count
         level = threshold.level(group.count)
         if level is not None and not ev.in_cycle:
-            message = (
-                f"You have called {ev.tool} with the same arguments ({short(ev.args)}) "
-                f"{group.count} times since step {group.first_seq} and got the same result "
-                f"({short(ev.result, 60)}). Calling it again will not tell you anything new. "
-                + advice(ev.tool)
-            )
+            count = group.count
+
+            def message() -> str:
+                return (
+                    f"You have called {ev.tool} with the same arguments ({short(ev.args)}) "
+                    f"{count} times since step {group.first_seq} and got the same result "
+                    f"({short(ev.result, 60)}). Calling it again will not tell you anything "
+                    "new. " + advice(ev.tool)
+                )
+
             out.report(
                 "repeat", (ev.sig, "ok", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, message,
@@ -135,11 +139,15 @@ class Repeat:
         threshold = ev.settings.thresholds["repeat"]  # type: ignore[union-attr]
         level = threshold.level(group.count)
         if level is not None and not ev.in_cycle:
-            message = (
-                f"{ev.tool} has failed {group.count} times with the same arguments "
-                f"({short(ev.args)}) since step {group.first_seq}; last error: "
-                f"{short(ev.result, 80)}. " + advice(ev.tool, failing=True)
-            )
+            count = group.count
+
+            def message() -> str:
+                return (
+                    f"{ev.tool} has failed {count} times with the same arguments "
+                    f"({short(ev.args)}) since step {group.first_seq}; last error: "
+                    f"{short(ev.result, 80)}. " + advice(ev.tool, failing=True)
+                )
+
             out.report(
                 "repeat", (ev.sig, "error", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, message,
@@ -189,12 +197,16 @@ class Repeat:
 
 
 class MutatingFailure:
-    """A mutating tool failing the same way with identical arguments, attempt after attempt."""
+    """A mutating tool failing the same way with identical arguments in consecutive calls.
+
+    Consecutive = the previous call to that tool on this path, with no new successful
+    mutating call in between; other tools (a read of the file) may come between.
+    """
 
     name = "mutating_failure"
 
     def new_state(self) -> dict[str, Any]:
-        return {}  # sig -> [result digest, count, first seq, seqs, epoch]
+        return {}  # tool -> [sig, result digest, count, first seq, seqs, epoch]
 
     def new_turn(self, state: dict[str, Any], scope: str) -> dict[str, Any]:
         return state  # failures count across the whole run
@@ -204,37 +216,39 @@ class MutatingFailure:
         if settings is None or not settings.mutating or settings.polling:
             return
         if ev.status != "error":
-            state.pop(ev.sig, None)
+            state.pop(ev.tool, None)
             return
-        last = state.get(ev.sig)
-        if last is None or last[0] != ev.rdig or last[4] != lane.epoch:
-            state[ev.sig] = [ev.rdig, 1, ev.seq, [ev.seq], lane.epoch]
+        last = state.get(ev.tool)
+        if last is None or last[0] != ev.sig or last[1] != ev.rdig or last[5] != lane.epoch:
+            state[ev.tool] = [ev.sig, ev.rdig, 1, ev.seq, [ev.seq], lane.epoch]
             return
-        last[1] += 1
-        add_seq(last[3], ev.seq)
-        level = settings.thresholds["mutating_failure"].level(last[1])
+        last[2] += 1
+        add_seq(last[4], ev.seq)
+        level = settings.thresholds["mutating_failure"].level(last[2])
         if level is not None:
             message = (
                 f"{ev.tool} changes things on every attempt and has now failed the same way "
-                f"{last[1]} times with identical arguments ({short(ev.args)}) since step "
-                f"{last[2]}: {short(ev.result, 80)}. Do not retry it unchanged: read the "
+                f"{last[2]} times in a row with identical arguments ({short(ev.args)}) since "
+                f"step {last[3]}: {short(ev.result, 80)}. Do not retry it unchanged: read the "
                 "current state, then change the arguments, or report the blocker."
             )
             out.report(
-                "mutating_failure", (ev.sig, last[2]), level, last[1], ev.tool, ev.sig,
-                last[3], message,
+                "mutating_failure", (ev.sig, last[3]), level, last[2], ev.tool, ev.sig,
+                last[4], message,
             )  # fmt: skip
 
     def predict(self, state: dict[str, Any], ev: Event, lane: Lane) -> list[tuple[Any, ...]]:
         settings = ev.settings
-        last = state.get(ev.sig)
-        if settings is None or not settings.mutating or last is None or last[4] != lane.epoch:
+        last = state.get(ev.tool)
+        if settings is None or not settings.mutating or last is None:
             return []
-        level = settings.thresholds["mutating_failure"].level(last[1] + 1)
+        if last[0] != ev.sig or last[5] != lane.epoch:
+            return []
+        level = settings.thresholds["mutating_failure"].level(last[2] + 1)
         if level is None:
             return []
         message = (
-            f"{ev.tool} already failed {last[1]} time(s) with these exact arguments since step "
-            f"{last[2]} and nothing changed since. " + advice(ev.tool, failing=True)
+            f"{ev.tool} already failed {last[2]} time(s) in a row with these exact arguments "
+            f"since step {last[3]} and nothing changed since. " + advice(ev.tool, failing=True)
         )
-        return [(level, last[1] + 1, last[3], message)]
+        return [(level, last[2] + 1, last[4], message)]

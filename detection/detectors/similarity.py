@@ -119,6 +119,9 @@ class NearRepeat:
 
     name = "near_repeat"
 
+    def __init__(self) -> None:
+        self._tokens: dict[str, frozenset[str]] = {}  # call sig -> arg tokens (bounded cache)
+
     def new_state(self) -> dict[str, list[Cluster]]:
         return {}
 
@@ -134,7 +137,12 @@ class NearRepeat:
         for cluster in clusters:
             if ev.sig in cluster.sigs and cluster.epoch == lane.epoch:
                 return  # an exact repeat: the repeat detector's business
-        args = arg_tokens(ev.args, settings.volatile)
+        args = self._tokens.get(ev.sig)
+        if args is None:
+            args = arg_tokens(ev.args, settings.volatile)
+            if len(self._tokens) >= 4096:
+                self._tokens.clear()
+            self._tokens[ev.sig] = args
         result: frozenset[str] | None = None
         for cluster in clusters:
             if cluster.epoch != lane.epoch or jaccard(args, cluster.args) < ARGS_SIMILAR:
@@ -176,14 +184,21 @@ RANGE_KEYS = (
 )  # fmt: skip
 
 
+_READ_TOOLS: dict[str, bool] = {}
+
+
 def read_target(ev: Event) -> tuple[str, tuple[Any, ...]] | None:
     """Return (path, range) when the call reads part of a file, else None."""
-    name = (ev.tool or "").lower()
     args = ev.args
     if not isinstance(args, dict):
         return None
-    command = args.get("command")
-    if not (any(word in name for word in READ_WORDS) or command == "view"):
+    name = ev.tool or ""
+    reads = _READ_TOOLS.get(name)
+    if reads is None:
+        reads = any(word in name.lower() for word in READ_WORDS)
+        if len(_READ_TOOLS) < 10_000:
+            _READ_TOOLS[name] = reads
+    if not (reads or args.get("command") == "view"):
         return None
     for key in PATH_KEYS:
         path = args.get(key)
