@@ -5,23 +5,22 @@ an id from another project is 404, never 403. Endpoints are thin: they call the 
 as the HTML views (runs/ingest.py, runs/queries.py, runs/policies.py, runs/live.py).
 """
 
-from __future__ import annotations
-
 import time
 from datetime import date
+from typing import Literal
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import File, Query, Router
+from ninja import File, Query, Router, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
-from . import analysis, auth, ingest, live, policies, queries
+from . import analysis, auth, filters, ingest, live, policies, tuning
 from .importers import IMPORTERS
-from .models import Run, Trace, Verdict
+from .models import Run, Trace
 from .schemas import (
     AnalyzeQueued,
     CheckIn,
@@ -125,12 +124,15 @@ def upload_trace(
     trace, created = ingest.store_trace(
         _project(request), data, name=name, format=format, source=Trace.Source.API
     )
-    return 202, {
-        "trace_id": trace.pk,
-        "status": trace.status,
-        "duplicate": not created,
-        "url": f"/api/traces/{trace.pk}",
-    }
+    return Status(
+        202,
+        {
+            "trace_id": trace.pk,
+            "status": trace.status,
+            "duplicate": not created,
+            "url": f"/api/traces/{trace.pk}",
+        },
+    )
 
 
 @router.get("/traces/{trace_id}", response={200: TraceOut, **ERRORS}, tags=["traces"])
@@ -172,7 +174,7 @@ def raw_response(trace: Trace) -> HttpResponse:
 @paginate(LimitOffsetPagination)
 def list_runs(
     request: HttpRequest,
-    verdict: Verdict | None = None,
+    verdict: Literal["flagged", "pending", "ok", "warn", "stop", ""] = "",
     detector: str = Query("", max_length=40),
     tool: str = Query("", max_length=200),
     format: str = Query("", max_length=40),
@@ -180,10 +182,10 @@ def list_runs(
     until: date | None = None,
     q: str = Query("", max_length=200, description="search names and external ids"),
 ):
-    """The project's runs, newest first, with the filters of the runs list."""
-    runs = queries.filter_runs(
-        _project(request).runs.order_by("-created_at", "-id"),
-        verdict=verdict or "",
+    """The project's runs, newest first, with the filters of the runs list (`verdict` also
+    takes `flagged`: warn or stop; `q` matches words of tool names and arguments)."""
+    wanted = filters.RunFilters(
+        verdict=verdict,
         detector=detector,
         tool=tool,
         format=format,
@@ -191,7 +193,8 @@ def list_runs(
         until=until,
         q=q,
     )
-    return runs.defer("metadata", "summary")
+    runs = filters.apply(_project(request).runs.all(), wanted)
+    return runs.order_by("-created_at", "-id").defer("metadata", "summary")
 
 
 @router.get("/runs/{run_id}", response={200: RunDetailOut, **ERRORS}, tags=["runs"])
@@ -219,14 +222,12 @@ def list_steps(
     return {"items": steps[:limit], "next_from": next_from}
 
 
-@router.post(
-    "/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"]
-)
+@router.post("/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"])
 def analyze_run(request: HttpRequest, run_id: int):
     """Queue the run for analysis again (with the project's current policy)."""
     run = _run(request, run_id)
     analysis.reanalyze(Run.objects.filter(pk=run.pk))
-    return 202, {"run_id": run.pk, "status": "queued"}
+    return Status(202, {"run_id": run.pk, "status": "queued"})
 
 
 @router.get("/policy", response={200: PolicyOut, **ERRORS}, tags=["policy"])
@@ -241,9 +242,10 @@ def put_policy(request: HttpRequest, payload: PolicyIn):
     and re-analyze the project's runs."""
     project = _project(request)
     try:
-        change = policies.save_policy(project, payload.model_dump(), user=None)
+        policy = policies.validated(payload.model_dump())
     except ValueError as exc:
         raise HttpError(422, str(exc)) from None
+    change = tuning.save_policy(project, policy, None)
     return {**project.policy_dict(), "reanalyzed": change.reanalyzed}
 
 
