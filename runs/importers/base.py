@@ -216,15 +216,30 @@ class Skips:
         return run
 
 
-def iter_jsonl(stream: IO[bytes], *, source: str, limits: Limits,
-               skips: Skips) -> Iterator[tuple[int, Any]]:
+WRAPPER_DEPTH = 16  # nesting a format's own wrappers may add on top of Limits.max_depth
+
+
+def document_depth(limits: Limits) -> int:
+    """Return the nesting a whole document (or JSONL record) may reach.
+
+    Values inside (arguments, results) deeper than max_depth are cut with a marker by
+    clip_json; a document deeper than this is refused.
+    """
+    return limits.max_depth + WRAPPER_DEPTH
+
+
+def iter_jsonl(
+    stream: IO[bytes], *, source: str, limits: Limits, skips: Skips
+) -> Iterator[tuple[int, Any]]:
     """Yield (line number, value) per valid JSONL line; invalid lines go to skips."""
+    from dataclasses import replace
+
+    limits = replace(limits, max_depth=document_depth(limits))
     for number, raw in enumerate(stream, start=1):
         if not raw.strip():
             continue
         try:
-            yield number, loads_line(raw.rstrip(b"\r\n"), source=source, line=number,
-                                     limits=limits)
+            yield number, loads_line(raw.rstrip(b"\r\n"), source=source, line=number, limits=limits)
         except TraceError as exc:
             skips.add(exc)
 
@@ -359,8 +374,11 @@ class JsonReader:
             return
         deepest = max(accumulate(array("b", steps), initial=self.depth))
         if deepest > self.max_depth:
-            raise TraceError(f"JSON nested deeper than {self.max_depth} levels",
-                             source=self.source, line=self.line)
+            raise TraceError(
+                f"JSON nested deeper than {self.max_depth} levels",
+                source=self.source,
+                line=self.line,
+            )
         self.depth += sum(array("b", steps))
 
     def error(self, exc: Exception) -> TraceError:
@@ -371,10 +389,14 @@ class JsonReader:
         lines = str(message).split("\n")
         reason = lines[0].replace("parse error: ", "").replace("lexical error: ", "").strip()
         if "premature EOF" in reason or "Incomplete JSON" in reason:
-            return TraceError(f"truncated JSON: {reason}", source=self.source,
-                              line=self.line + self.last.count(b"\n"))
-        return TraceError(f"invalid JSON: {reason}", source=self.source,
-                          line=self._error_line(lines))
+            return TraceError(
+                f"truncated JSON: {reason}",
+                source=self.source,
+                line=self.line + self.last.count(b"\n"),
+            )
+        return TraceError(
+            f"invalid JSON: {reason}", source=self.source, line=self._error_line(lines)
+        )
 
     def _error_line(self, lines: list[str]) -> int:
         # yajl shows up to 30 bytes either side of the error, the error byte at column 40,
@@ -390,12 +412,19 @@ class JsonReader:
         return self.line + self.last[:offset].count(b"\n")
 
 
-def iter_json(stream: IO[bytes], prefix: str, *, source: str, limits: Limits,
-              max_depth: int | None = None, multiple_values: bool = False) -> Iterator[Any]:
+def iter_json(
+    stream: IO[bytes],
+    prefix: str,
+    *,
+    source: str,
+    limits: Limits,
+    max_depth: int | None = None,
+    multiple_values: bool = False,
+) -> Iterator[Any]:
     """Yield the values at prefix of a JSON document (ijson), errors naming their line."""
     import ijson
 
-    reader = JsonReader(stream, source=source, max_depth=max_depth or limits.max_depth)
+    reader = JsonReader(stream, source=source, max_depth=max_depth or document_depth(limits))
     try:
         yield from ijson.items(reader, prefix, multiple_values=multiple_values, use_float=True)
     except ijson.JSONError as exc:

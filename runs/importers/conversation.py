@@ -225,9 +225,12 @@ def read_conversations(
                         )
                     add_message(loose[0], value, where[1])
                     continue
-                yield run_from_object(
+                run = run_from_object(
                     value, default_id=f"{base}{where[0]}", source=source, limits=limits, skips=skips
                 )
+                if not run.steps:
+                    raise TraceError("no valid message in this conversation")
+                yield run
             except TooManySteps:
                 raise
             except TraceError as exc:
@@ -279,6 +282,8 @@ def _document_values(
     is_message: Callable[[Any], bool],
 ) -> Iterator[tuple[Where, Any]]:
     start = first_byte(stream)
+    if not start:
+        raise TraceError("empty file", source=source)
     if start == b"{":
         for value in iter_json(stream, "", source=source, limits=limits):
             yield ("", 0, None), value

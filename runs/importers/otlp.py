@@ -579,6 +579,8 @@ def runs_from_request(
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the runs of one OTLP file (JSON, JSONL or protobuf); see the module docstring."""
     head = stream_head(stream)
+    if not head.strip():
+        raise TraceError("empty file", source=source)
     collector = Collector(source=source, limits=limits)
     skips = Skips()
     if head[:1] == b"\x0a" and looks_like_protobuf(head):

@@ -286,6 +286,8 @@ def _document_roots(
     stream: IO[bytes], *, base: str, source: str, limits: Limits
 ) -> Iterator[tuple[str, Any, int | None]]:
     start = first_byte(stream)
+    if not start:
+        raise TraceError("empty file", source=source)
     depth = limits.max_depth * 8  # every tree level is two JSON levels (node, children)
     if start == b"{":
         for value in iter_json(stream, "", source=source, limits=limits, max_depth=depth):

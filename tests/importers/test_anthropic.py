@@ -17,19 +17,36 @@ CONVERSATION = {
     "system": [{"type": "text", "text": "You are terse."}],
     "messages": [
         {"role": "user", "content": "list files"},
-        {"role": "assistant", "id": "msg_1", "usage": {"input_tokens": 12, "output_tokens": 7},
-         "content": [
-             {"type": "thinking", "thinking": "use ls", "signature": "x"},
-             {"type": "text", "text": "Listing."},
-             {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"cmd": "ls"}},
-             {"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {"path": "a"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
-             "content": [{"type": "text", "text": "no such file"}]},
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b"},
-            {"type": "tool_result", "tool_use_id": "toolu_9", "content": "stray"}]},
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_3", "name": "Bash", "input": {"cmd": "pwd"}}]},
+        {
+            "role": "assistant",
+            "id": "msg_1",
+            "usage": {"input_tokens": 12, "output_tokens": 7},
+            "content": [
+                {"type": "thinking", "thinking": "use ls", "signature": "x"},
+                {"type": "text", "text": "Listing."},
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"cmd": "ls"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "Read", "input": {"path": "a"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "is_error": True,
+                    "content": [{"type": "text", "text": "no such file"}],
+                },
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a b"},
+                {"type": "tool_result", "tool_use_id": "toolu_9", "content": "stray"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_3", "name": "Bash", "input": {"cmd": "pwd"}}
+            ],
+        },
     ],
 }
 
@@ -41,8 +58,16 @@ def parse(data: bytes, source: str = "conv.json"):
 def test_blocks_map_to_steps_in_order():
     (run,) = parse(json.dumps(CONVERSATION).encode())
     assert run.format == "anthropic" and run.metadata["model"] == "claude-sonnet-4-5"
-    assert [s.kind for s in run.steps] == ["system", "user", "reasoning", "assistant",
-                                           "tool_call", "tool_call", "tool_call", "tool_call"]
+    assert [s.kind for s in run.steps] == [
+        "system",
+        "user",
+        "reasoning",
+        "assistant",
+        "tool_call",
+        "tool_call",
+        "tool_call",
+        "tool_call",
+    ]
     assert run.steps[2].tokens_in == 12 and run.steps[2].tokens_out == 7
 
 

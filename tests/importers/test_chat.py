@@ -17,20 +17,37 @@ def call(call_id: str, tool: str, args: str) -> dict:
 
 def tau_run(task_id: int) -> dict:
     return {
-        "task_id": task_id, "trial": 0, "reward": 0.0,
-        "info": {"task": {"user_id": "u1", "instruction": "change my flight"},
-                 "source": "user", "user_cost": 0.01},
+        "task_id": task_id,
+        "trial": 0,
+        "reward": 0.0,
+        "info": {
+            "task": {"user_id": "u1", "instruction": "change my flight"},
+            "source": "user",
+            "user_cost": 0.01,
+        },
         "traj": [
             {"role": "system", "content": "airline policy"},
             {"role": "user", "content": "hi, change my flight"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                call("c1", "get_user", '{"user_id": "u1"}'),
-                call("c2", "get_reservation", "not json")]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    call("c1", "get_user", '{"user_id": "u1"}'),
+                    call("c2", "get_reservation", "not json"),
+                ],
+            },
             {"role": "tool", "tool_call_id": "c1", "name": "get_user", "content": '{"n": 1}'},
-            {"role": "tool", "tool_call_id": "c2", "name": "get_reservation",
-             "content": "Error: reservation not found"},
-            {"role": "assistant", "content": "again", "tool_calls": [
-                call("c1", "book", '{"f": 1}')]},
+            {
+                "role": "tool",
+                "tool_call_id": "c2",
+                "name": "get_reservation",
+                "content": "Error: reservation not found",
+            },
+            {
+                "role": "assistant",
+                "content": "again",
+                "tool_calls": [call("c1", "book", '{"f": 1}')],
+            },
             {"role": "tool", "tool_call_id": "c1", "name": "book", "content": "ok"},
             {"role": "user", "content": "thanks ###STOP###"},
         ],
@@ -45,12 +62,28 @@ def test_tau_bench_array_gives_one_run_per_element_with_metadata():
     data = json.dumps([tau_run(3), tau_run(4)], indent=2).encode()
     assert detect_format(data[:65536]) == "chat"
     first, second = runs_of(data)
-    assert (first.id, first.name, second.name) == ("task-3-trial-0", "task 3 trial 0",
-                                                   "task 4 trial 0")
-    assert first.metadata == {"task_id": 3, "trial": 0, "reward": 0.0,
-                              "task": "change my flight", "ended_by": "user", "user_cost": 0.01}
-    assert [s.kind for s in first.steps] == ["system", "user", "tool_call", "tool_call",
-                                             "assistant", "tool_call", "user"]
+    assert (first.id, first.name, second.name) == (
+        "task-3-trial-0",
+        "task 3 trial 0",
+        "task 4 trial 0",
+    )
+    assert first.metadata == {
+        "task_id": 3,
+        "trial": 0,
+        "reward": 0.0,
+        "task": "change my flight",
+        "ended_by": "user",
+        "user_cost": 0.01,
+    }
+    assert [s.kind for s in first.steps] == [
+        "system",
+        "user",
+        "tool_call",
+        "tool_call",
+        "assistant",
+        "tool_call",
+        "user",
+    ]
 
 
 def test_arguments_are_parsed_and_kept_raw_when_not_json():
@@ -72,8 +105,10 @@ def test_repeated_call_ids_go_to_the_earliest_unanswered_call():
     (run,) = runs_of(json.dumps([tau_run(1)]).encode())
     calls = [s for s in run.steps if s.is_tool_call]
     assert [(c.tool, c.result) for c in calls] == [
-        ("get_user", '{"n": 1}'), ("get_reservation", "Error: reservation not found"),
-        ("book", "ok")]
+        ("get_user", '{"n": 1}'),
+        ("get_reservation", "Error: reservation not found"),
+        ("book", "ok"),
+    ]
     assert len({c.id for c in calls}) == 3  # the repeated id is made unique
 
 
@@ -91,8 +126,11 @@ def test_result_without_call_becomes_an_unknown_step_and_call_without_result_kee
 
 def test_result_without_id_falls_back_to_position_in_the_batch():
     messages = [
-        {"role": "assistant", "content": None,
-         "tool_calls": [call("a", "ls", "{}"), call("b", "cat", "{}")]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call("a", "ls", "{}"), call("b", "cat", "{}")],
+        },
         {"role": "tool", "content": "one"},
         {"role": "tool", "content": "two"},
     ]
@@ -101,8 +139,11 @@ def test_result_without_id_falls_back_to_position_in_the_batch():
 
 
 def test_jsonl_of_conversations_gives_one_run_per_line_and_skips_bad_lines():
-    lines = [json.dumps({"messages": tau_run(1)["traj"]}), "{not json",
-             json.dumps(tau_run(2)["traj"])]
+    lines = [
+        json.dumps({"messages": tau_run(1)["traj"]}),
+        "{not json",
+        json.dumps(tau_run(2)["traj"]),
+    ]
     runs = runs_of("\n".join(lines).encode(), source="convs.jsonl")
     assert [r.id for r in runs] == ["convs.jsonl:1", "convs.jsonl:3"]
     assert sum(r.skipped for r in runs) == 1
@@ -115,8 +156,12 @@ def test_gzip_input_reads_the_same():
 
 
 def test_a_bad_message_is_skipped_and_counted():
-    messages = [{"role": "user", "content": "hi"}, {"role": "robot", "content": "?"}, 5,
-                {"role": "user", "content": {"not": "text"}}]
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "robot", "content": "?"},
+        5,
+        {"role": "user", "content": {"not": "text"}},
+    ]
     (run,) = runs_of(json.dumps({"messages": messages}).encode())
     assert len(run.steps) == 1 and run.skipped == 3
 
@@ -137,8 +182,14 @@ def test_syntax_error_names_its_line():
 
 
 def test_anthropic_and_native_files_are_not_claimed():
-    anthropic = {"messages": [{"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "x", "input": {}}]}]}
+    anthropic = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}],
+            }
+        ]
+    }
     native = b'{"type": "message", "role": "user", "content": "hi"}\n'
     assert detect_format(json.dumps(anthropic).encode()) == "anthropic"
     assert detect_format(native) == "native"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from runs.importers import detect_format, iter_runs
+from runs.importers import iter_runs
 
 ITEMS = [
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
@@ -16,12 +16,19 @@ ITEMS = [
     {"type": "function_call_output", "call_id": "c2", "output": "Exit code: 127\nnot found"},
     {"type": "function_call_output", "call_id": "c1", "output": "a b"},
     {"type": "custom_tool_call", "call_id": "c3", "name": "apply_patch", "input": "*** Begin"},
-    {"type": "custom_tool_call_output", "call_id": "c3",
-     "output": '{"output": "bad", "metadata": {"exit_code": 1}}'},
+    {
+        "type": "custom_tool_call_output",
+        "call_id": "c3",
+        "output": '{"output": "bad", "metadata": {"exit_code": 1}}',
+    },
     {"type": "function_call_output", "call_id": "c9", "output": "Error: stray"},
     {"type": "function_call", "call_id": "c4", "name": "shell", "arguments": "{}"},
-    {"type": "message", "role": "assistant", "id": "msg_1",
-     "content": [{"type": "output_text", "text": "done"}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "content": [{"type": "output_text", "text": "done"}],
+    },
 ]
 
 
@@ -32,8 +39,16 @@ def parse(data: bytes, source: str = "items.json"):
 def test_items_map_to_steps():
     (run,) = parse(json.dumps(ITEMS).encode())
     assert run.format == "responses"
-    assert [s.kind for s in run.steps] == ["user", "reasoning", "tool_call", "tool_call",
-                                           "tool_call", "tool_call", "tool_call", "assistant"]
+    assert [s.kind for s in run.steps] == [
+        "user",
+        "reasoning",
+        "tool_call",
+        "tool_call",
+        "tool_call",
+        "tool_call",
+        "tool_call",
+        "assistant",
+    ]
 
 
 def test_results_pair_by_call_id_and_errors_come_from_text():
@@ -47,8 +62,13 @@ def test_results_pair_by_call_id_and_errors_come_from_text():
 
 
 def test_response_object_and_jsonl_and_gzip():
-    response = {"id": "resp_1", "object": "response", "model": "gpt-5",
-                "usage": {"input_tokens": 5, "output_tokens": 2}, "output": ITEMS[1:]}
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "model": "gpt-5",
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+        "output": ITEMS[1:],
+    }
     (run,) = parse(json.dumps(response, indent=2).encode())
     assert (run.id, run.metadata["model"], run.metadata["tokens_in"]) == ("resp_1", "gpt-5", 5)
     jsonl = "\n".join(json.dumps(item) for item in ITEMS).encode()

@@ -1,0 +1,155 @@
+"""Streaming and limits for the chat, responses, anthropic, otlp and tree importers.
+
+Each limit fails (or clips) with a message that says which limit and where.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+
+import pytest
+
+from runs.importers import iter_runs
+from runs.importers.base import Limits, TraceError
+
+
+def doc(format: str, args: object = None, tool: str = "f") -> object:
+    """Return a one-call document of the format, with these arguments."""
+    args = {} if args is None else args
+    text = json.dumps(args)
+    if format == "chat":
+        call = {"id": "c", "type": "function", "function": {"name": tool, "arguments": text}}
+        return [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"},
+        ]
+    if format == "responses":
+        return [
+            {"type": "function_call", "call_id": "c", "name": tool, "arguments": text},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"},
+        ]
+    if format == "anthropic":
+        return {
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "c", "name": tool, "input": args}],
+                }
+            ]
+        }
+    if format == "tree":
+        return {"type": "tool", "name": tool, "args": args, "children": []}
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": tool,
+        "gen_ai.tool.call.arguments": text,
+    }
+    span = {
+        "traceId": "1" * 32,
+        "spanId": "2" * 16,
+        "name": f"execute_tool {tool}",
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+    return {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}
+
+
+DOCS = {name: doc(name) for name in ("chat", "responses", "anthropic", "tree", "otlp")}
+FORMATS = sorted(DOCS)
+
+
+def runs(data: bytes, format: str, **kwargs):
+    return list(iter_runs(data, source="t.json", format=format, **kwargs))
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_empty_file(format):
+    with pytest.raises(TraceError, match="empty"):
+        runs(b"", format)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_truncated_json_names_a_line(format):
+    data = json.dumps(DOCS[format], indent=1).encode()
+    with pytest.raises(TraceError) as info:
+        runs(data[: len(data) - 8], format)
+    assert info.value.line is not None and "truncated" in info.value.reason
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_wrong_types_fail_clearly(format):
+    with pytest.raises(TraceError):
+        runs(b'"just a string"', format)
+    with pytest.raises(TraceError):
+        runs(json.dumps([1, 2, 3]).encode(), format)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_invalid_utf8_is_reported(format):
+    data = json.dumps(DOCS[format], indent=1).encode().replace(b'f"', b'\xff"', 1)
+    with pytest.raises(TraceError, match="UTF"):
+        runs(data, format)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_deep_nesting_is_refused_with_the_limit(format):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(TraceError, match="nested deeper"):
+        runs(deep, format)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_huge_strings_are_clipped_with_a_marker(format):
+    data = json.dumps(doc(format, {"v": "y" * 5000}, tool="x" * 500)).encode()
+    (run,) = runs(data, format, limits=Limits(max_value_chars=100))
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert call.args == {"v": "y" * 100 + "…[truncated 4900 chars]"}
+    assert call.tool == "x" * 200  # tool names are capped at 200 characters
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_deep_values_are_cut_with_a_marker(format):
+    value: object = "leaf"
+    for _ in range(30):
+        value = {"a": value}
+    (run,) = runs(json.dumps(doc(format, value)).encode(), format, limits=Limits(max_depth=20))
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert "nested deeper than 20 levels, cut" in repr(call.args)
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_steps_per_run_limit(format):
+    with pytest.raises(TraceError, match="more than 0 steps|more than 0 spans"):
+        runs(json.dumps(DOCS[format]).encode(), format, limits=Limits(max_steps=0))
+
+
+def test_file_size_limit():
+    with pytest.raises(TraceError, match="larger than the limit"):
+        runs(json.dumps(DOCS["chat"]).encode() * 10, "chat", limits=Limits(max_bytes=100))
+
+
+def test_invalid_jsonl_line_is_skipped_and_counted():
+    line = json.dumps({"messages": DOCS["chat"]})
+    data = f"{line}\n{{broken\n{line}\n".encode()
+    found = runs(data, "chat")
+    assert len(found) == 2 and sum(r.skipped for r in found) == 1
+    assert "t.json:2: invalid JSON" in found[0].warnings[0]
+
+
+def test_big_json_array_is_read_incrementally():
+    """Peak Python memory while reading a 20 MB array stays far below the file size."""
+    conversation = {"messages": [*DOCS["chat"], {"role": "user", "content": "z" * 2000}]}
+    item = json.dumps(conversation).encode()
+    count = 20_000_000 // len(item)
+    data = b"[" + b",\n".join([item] * count) + b"]"
+
+    def consume() -> int:
+        return sum(len(run.steps) for run in iter_runs(io.BytesIO(data), source="big.json"))
+
+    tracemalloc.start()
+    total = consume()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total == 3 * count and peak < len(data) / 4
