@@ -320,10 +320,25 @@ def stream_head(stream: IO[bytes]) -> bytes:
     return stream.peek(64 * 1024)[: 64 * 1024]  # type: ignore[attr-defined]
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_OPEN_STRING_TAIL = re.compile(rb'"(?:[^"\\]|\\.)*\\?\Z', re.S)
-_STRING_REST = re.compile(rb'(?:[^"\\]|\\.)*"', re.S)
-_ENDS_IN_ESCAPE = re.compile(rb'(?:[^"\\]|\\.)*(\\)?\Z', re.S)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+
+
+def _odd_backslashes_before(data: bytes, end: int, floor: int = 0) -> bool:
+    start = end
+    while start > floor and data[start - 1] == 0x5C:
+        start -= 1
+    return (end - start) % 2 == 1
+
+
+def _last_unescaped_quote(data: bytes, start: int) -> int:
+    pos = len(data)
+    while True:
+        pos = data.rfind(b'"', start, pos)
+        if pos < 0 or not _odd_backslashes_before(data, pos):
+            return pos
+
+
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")
 
@@ -357,18 +372,17 @@ class JsonReader:
         if self.in_string:
             pos = 1 if self.escape else 0
             match = _STRING_REST.match(data, pos)
-            if match is None:
-                tail = _ENDS_IN_ESCAPE.match(data, pos)
-                self.escape = bool(tail and tail.group(1))
+            if match is None:  # the whole chunk is inside one string
+                self.escape = _odd_backslashes_before(data, len(data), pos)
                 return
             pos, self.in_string, self.escape = match.end(), False, False
         outside = _STRING.sub(b"", data[pos:] if pos else data)
         quote = outside.find(b'"')
         if quote >= 0:  # a string runs on into the next chunk
             outside = outside[:quote]
-            tail = _OPEN_STRING_TAIL.search(data, pos)
             self.in_string = True
-            self.escape = bool(tail and _ENDS_IN_ESCAPE.match(data, tail.start() + 1).group(1))
+            opener = _last_unescaped_quote(data, pos)
+            self.escape = _odd_backslashes_before(data, len(data), opener + 1)
         steps = outside.translate(None, _NOT_BRACKETS).translate(_BRACKET_STEPS)
         if not steps:
             return

@@ -10,9 +10,11 @@ import json
 import tracemalloc
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runs.importers import iter_runs
-from runs.importers.base import Limits, TraceError
+from runs.importers.base import JsonReader, Limits, TraceError
 
 
 def doc(format: str, args: object = None, tool: str = "f") -> object:
@@ -153,3 +155,41 @@ def test_big_json_array_is_read_incrementally():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert total == 3 * count and peak < len(data) / 4
+
+
+JSON_VALUES = st.recursive(
+    st.text(alphabet='ab\\"[]{}\n', max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+def nesting(value: object) -> int:
+    if isinstance(value, dict | list):
+        items = value.values() if isinstance(value, dict) else value
+        return 1 + max((nesting(item) for item in items), default=0)
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES, st.integers(1, 9))
+def test_depth_guard_counts_brackets_outside_strings_across_chunks(value, chunk):
+    """Brackets and escaped quotes inside strings never count, wherever a chunk ends."""
+    data = json.dumps(value).encode()
+
+    class Chunks(io.BytesIO):
+        def read(self, size: int = -1) -> bytes:
+            return super().read(chunk)
+
+    depth = nesting(value)
+    reader = JsonReader(Chunks(data), source="s", max_depth=depth)
+    while reader.read(chunk):
+        pass
+    assert reader.depth == 0 and not reader.in_string
+    if depth:
+        reader = JsonReader(Chunks(data), source="s", max_depth=depth - 1)
+        with pytest.raises(TraceError, match="nested deeper"):
+            while reader.read(chunk):
+                pass
