@@ -105,6 +105,9 @@ if EMBEDDED and not os.environ.get("DATABASE_URL"):
 else:
     DATABASE_URL = os.environ["DATABASE_URL"]
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# A socket directory given as ?host=/path belongs in HOST, where Django and tools look.
+if socket_dir := DATABASES["default"]["OPTIONS"].pop("host", None):
+    DATABASES["default"]["HOST"] = socket_dir
 if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

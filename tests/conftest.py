@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from runs import analysis, ingest
-from runs.models import Membership, Project, Trace
+# Django imports stay inside the fixtures so the engine and importer tests also run
+# without Django (pytest -p no:django tests/detection tests/importers).
 
 
 @pytest.fixture
 def user(db):
+    from django.contrib.auth import get_user_model
+
     return get_user_model().objects.create_user("alice", password="pw-alice-123")
 
 
 @pytest.fixture
 def project(user):
+    from runs.models import Membership, Project
+
     project = Project.objects.create(name="Agents", slug="agents")
     Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
     return project
@@ -24,6 +27,10 @@ def project(user):
 @pytest.fixture
 def other_project(db):
     """A project alice does not belong to."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Membership, Project
+
     stranger = get_user_model().objects.create_user("mallory", password="pw-mallory-123")
     project = Project.objects.create(name="Secret", slug="secret")
     Membership.objects.create(project=project, user=stranger)
@@ -39,8 +46,9 @@ def client_in(client, user):
 @pytest.fixture
 def process():
     """Return a function that stores bytes and runs ingest + analysis inline (no worker)."""
+    from runs import analysis, ingest
 
-    def run(project: Project, data: bytes, name: str = "trace.jsonl", format: str = "") -> Trace:
+    def run(project, data: bytes, name: str = "trace.jsonl", format: str = ""):
         trace, _ = ingest.store_trace(project, data, name=name, format=format)
         ingest.ingest_trace(trace.pk)
         for run_id in trace.runs.values_list("pk", flat=True):

@@ -117,7 +117,7 @@ def test_ingest_twice_is_a_no_op(project, process):
 
 
 def test_a_trace_left_parsing_by_a_dead_worker_is_ingested_on_retry(project):
-    trace, _ = ingest.store_trace(project, looping_trace(3))
+    trace, _ = ingest.store_trace(project, looping_trace(3), name="t.jsonl")
     Trace.objects.filter(pk=trace.pk).update(status=Trace.Status.PARSING)
     ingest.ingest_trace(trace.pk)
     trace.refresh_from_db()

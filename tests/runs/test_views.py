@@ -44,12 +44,24 @@ def test_another_projects_run_is_not_found(client_in, other_project, process):
     assert client_in.get(run.get_absolute_url()).status_code == 404
 
 
-def test_run_page_marks_repeated_calls_with_their_count(client_in, project, process):
+def test_run_page_folds_repeated_calls_into_one_band_with_their_count(client_in, project, process):
     run = process(project, looping_trace(4)).runs.get()
     html = client_in.get(run.get_absolute_url()).content.decode()
-    assert html.count("step__tool--repeat") == 4
+    assert 'class="fold fold--repeat' in html
     assert "×4" in html
-    assert "repeat" in html  # the finding is listed
+    assert 'id="step-2"' not in html  # the middle of the band stays folded
+    assert "Same call, nothing new" in html  # the finding is listed in plain words
+
+
+def test_unfolding_a_band_returns_only_its_steps(client_in, project, process):
+    run = process(project, looping_trace(4)).runs.get()
+    response = client_in.get(
+        run.get_absolute_url() + "?from=1&to=4&flat=1", headers={"HX-Request": "true"}
+    )
+    html = response.content.decode()
+    assert "<html" not in html
+    assert html.count("step__tool--repeat") == 4
+    assert 'id="step-0"' not in html and 'id="step-5"' not in html
 
 
 def test_upload_stores_each_file_and_shows_its_status(client_in, project):

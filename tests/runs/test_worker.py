@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -38,10 +39,18 @@ def test_database_url() -> str:
 test_database_url.__test__ = False  # a helper, not a test
 
 
+def worker_env(**extra: str) -> dict[str, str]:
+    """Return the environment for a worker process: this process's, on the test database."""
+    env = dict(os.environ, DATABASE_URL=test_database_url(), SECRET_KEY=settings.SECRET_KEY)
+    if settings.EMBEDDED:
+        env["LOOPBOARD_EMBEDDED"] = "true"
+    return env | extra
+
+
 @pytest.fixture
 def worker():
     """Start `celery worker` as its own process against the test database; stop it after."""
-    env = dict(os.environ, DATABASE_URL=test_database_url(), LOOPBOARD_STALE_SECONDS="5")
+    env = worker_env(LOOPBOARD_STALE_SECONDS="5")
     log = ROOT / "var" / "test-worker.log"
     log.parent.mkdir(exist_ok=True)
     with open(log, "wb") as out:
@@ -77,7 +86,7 @@ def worker():
                 process.wait()
 
 
-def wait_for(trace: Trace, status: str, timeout: float = 90) -> Trace:
+def wait_for(trace: Trace, status: str, timeout: float = 60) -> Trace:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         trace.refresh_from_db()
@@ -113,7 +122,7 @@ def test_a_trace_left_behind_by_a_dead_worker_is_picked_up_when_a_worker_starts(
     stale = timezone.now() - timedelta(minutes=30)
     Trace.objects.filter(pk=trace.pk).update(updated_at=stale)
     # A new worker requeues what is stale when it starts.
-    env = dict(os.environ, DATABASE_URL=test_database_url(), LOOPBOARD_STALE_SECONDS="60")
+    env = worker_env(LOOPBOARD_STALE_SECONDS="60")
     process = subprocess.Popen(
         [
             sys.executable,
