@@ -1,0 +1,73 @@
+"""API keys: settings page, management command, hashing, revocation, rate limit."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.core.management import call_command
+
+from runs.models import ApiKey
+
+pytestmark = pytest.mark.django_db
+
+
+def test_settings_page_creates_a_key_shown_once_and_stored_hashed(client_in, project):
+    response = client_in.post("/projects/agents/settings/keys/", {"name": "CI"}, follow=True)
+    assert response.status_code == 200
+    shown = re.search(r'id="new-key-value">(lb_[\w-]+)<', response.content.decode()).group(1)
+    row = ApiKey.objects.get(project=project, name="CI")
+    assert row.key_hash == ApiKey.hash(shown) and shown not in row.key_hash
+    again = client_in.get("/projects/agents/settings/").content.decode()
+    assert shown not in again and row.prefix in again  # shown once
+
+
+def test_revoked_key_is_refused_with_403(client_in, client, project):
+    row, key = ApiKey.issue(project, "old")
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    assert client.get("/api/runs").status_code == 200
+    client_in.post(f"/projects/agents/settings/keys/{row.pk}/revoke/")
+    row.refresh_from_db()
+    assert row.revoked_at is not None
+    response = client.get("/api/runs")
+    assert response.status_code == 403 and "revoked" in response.json()["detail"]
+
+
+def test_missing_and_unknown_keys_are_401(client, project):
+    response = client.get("/api/runs")
+    assert response.status_code == 401 and "API key" in response.json()["detail"]
+    client.defaults["HTTP_AUTHORIZATION"] = "Bearer lb_nope"
+    assert client.get("/api/runs").status_code == 401
+
+
+def test_last_used_time_is_recorded(api, project):
+    api.get("/api/runs")
+    assert ApiKey.objects.get(project=project).last_used_at is not None
+
+
+def test_management_command_prints_a_working_key(client, project):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_api_key", "agents", "CI", stdout=out, stderr=err)
+    key = out.getvalue().strip()
+    assert key.startswith("lb_") and "shown once" in err.getvalue()
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    assert client.get("/api/runs").status_code == 200
+
+
+def test_rate_limit_answers_429_with_retry_after(api, settings):
+    settings.LOOPBOARD_API_RATE = 0.5
+    settings.LOOPBOARD_API_BURST = 3
+    codes = [api.get("/api/runs").status_code for _ in range(5)]
+    assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+    response = api.get("/api/runs")
+    assert int(response["Retry-After"]) >= 1 and "rate limit" in response.json()["detail"]
+
+
+def test_rate_limit_is_per_key(api, client, other_key, settings):
+    settings.LOOPBOARD_API_RATE = 0.01
+    settings.LOOPBOARD_API_BURST = 1
+    assert api.get("/api/runs").status_code == 200
+    assert api.get("/api/runs").status_code == 429
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {other_key}"
+    assert client.get("/api/runs").status_code == 200
