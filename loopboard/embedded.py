@@ -43,13 +43,14 @@ def broker_url() -> str:
 def broker_transport_options() -> dict[str, object]:
     """Folders for the filesystem transport, created on first use."""
     root = Path(os.environ.get("LOOPBOARD_BROKER_DIR", VAR_DIR / "broker"))
-    queue, processed = root / "queue", root / "processed"
-    for folder in (queue, processed):
+    queue, processed, control = root / "queue", root / "processed", root / "control"
+    for folder in (queue, processed, control):
         folder.mkdir(parents=True, exist_ok=True)
     return {
         "data_folder_in": str(queue),
         "data_folder_out": str(queue),
         "processed_folder": str(processed),
+        "control_folder": str(control),
         "store_processed": False,
         "polling_interval": 0.2,
     }
