@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-import zlib
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import connection
-from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HTMX_STOP_POLLING
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
-from . import access, ingest
+import detection
+
+from . import access, charts, filters, ingest, stepview, timeline, tree, tuning
+from . import overview as overview_service
 from .importers import IMPORTERS
-from .models import Run, Step
+from .models import Project, Run
 
 RUNS_PER_PAGE = 50
-STEPS_PER_PAGE = 300
+LEDGER_PER_PAGE = 200
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -34,60 +38,247 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    runs = access.runs_for(request.user).select_related("project").order_by("-id")
-    if (before := request.GET.get("before", "")) and before.isdigit():
-        runs = runs.filter(pk__lt=int(before))
-    page = list(runs[: RUNS_PER_PAGE + 1])
-    has_more = len(page) > RUNS_PER_PAGE
-    page = page[:RUNS_PER_PAGE]
+    f = filters.RunFilters.from_query(request.GET)
+    runs = filters.apply(access.runs_for(request.user), f).select_related("project")
+    page, next_cursor = filters.page(
+        runs.defer("search", "metadata"), f, request.GET.get("after", ""), RUNS_PER_PAGE
+    )
+    for run in page:
+        run.strip = charts.repeat_strip(run.summary)
     context = {
         "runs": page,
-        "next_before": page[-1].pk if has_more else None,
+        "filters": f,
+        "query": urlencode(f.query()),
+        "next_after": next_cursor,
         "projects": access.projects_for(request.user),
+        "sorts": [(k, label) for k, (_, label) in filters.SORTS.items()],
+        "verdicts": filters.VERDICTS,
+        "detectors": list(detection.DETECTORS),
+        "formats": list(IMPORTERS),
+        "detector_titles": timeline.DETECTOR_TITLES,
     }
-    template = "runs/run_list.html#run-rows" if request.htmx else "runs/run_list.html"
+    if request.htmx and request.htmx.target == "run-table":
+        template = "runs/run_list.html#run-table"
+    elif request.htmx:
+        template = "runs/run_list.html#run-rows"
+    else:
+        template = "runs/run_list.html"
     return render(request, template, context)
 
 
-def signature_colors(run: Run) -> dict[str, dict]:
-    """Return {call signature: {"hue", "count"}} for the signatures that repeat in a run."""
-    repeated = (
-        Step.objects.filter(run=run)
-        .exclude(call_sig="")
-        .values("call_sig")
-        .annotate(n=Count("id"))
-        .filter(n__gt=1)
-    )
+def _int(value: str | None, default: int | None = 0) -> int | None:
+    return int(value) if value and value.isdigit() else default
+
+
+def run_header_context(run: Run) -> dict:
+    """Return what the run page header and tabs need."""
+    findings = list(run.findings.all())
+    fired = [f.fired_at for f in findings if f.severity != "info"]
+    meta = run.metadata if isinstance(run.metadata, dict) else {}
     return {
-        row["call_sig"]: {"hue": zlib.crc32(row["call_sig"].encode()) % 360, "count": row["n"]}
-        for row in repeated
+        "run": run,
+        "findings": findings,
+        "facts": [
+            (label, str(meta[key])[:120])
+            for key, label in (("model", "Model"), ("agent", "Agent"), ("task", "Task"))
+            if meta.get(key) not in (None, "", [], {})
+        ],
+        "stall_chart": charts.stall_chart(
+            (run.summary or {}).get("stall_series", []),
+            steps=run.step_count,
+            fired=fired,
+            width=360,
+            height=70,
+        ),
     }
 
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = access.get_run(request.user, run_id)
-    start = request.GET.get("from", "0")
-    start = int(start) if start.isdigit() else 0
-    steps = list(run.steps.filter(seq__gte=start).order_by("seq")[: STEPS_PER_PAGE + 1])
-    more_from = steps[-1].seq if len(steps) > STEPS_PER_PAGE else None
-    steps = steps[:STEPS_PER_PAGE]
-    colors = signature_colors(run)
-    findings = list(run.findings.all())
-    flagged = {seq for f in findings if f.severity != "info" for seq in f.seqs}
-    for step in steps:
-        step.repeat = colors.get(step.call_sig)
-        step.flagged = step.seq in flagged
-    context = {
-        "run": run,
-        "steps": steps,
-        "more_from": more_from,
-        "findings": findings,
-        "colors": colors,
-    }
+    context = run_header_context(run)
+    highlight: set[int] = set()
+    start = _int(request.GET.get("from"))
+    focus = _int(request.GET.get("focus"), None)
+    if focus is not None:
+        finding = next((f for f in context["findings"] if f.pk == focus), None)
+        if finding is not None:
+            highlight = set(finding.seqs)
+            start = timeline.finding_window_start(finding)
+    end = _int(request.GET.get("to"), None)
+    flat = request.GET.get("flat") == "1"
+    window = timeline.build_window(
+        run,
+        start,
+        end=end,
+        folded=not flat,
+        rows=timeline.UNFOLD_PAGE if flat else timeline.ROWS_PER_PAGE,
+        highlight=highlight,
+    )
+    context |= {"timeline": window, "flat": flat, "focus": focus}
     template = "runs/run_detail.html#step-rows" if request.htmx else "runs/run_detail.html"
     return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def step_detail(request: HttpRequest, run_id: int, seq: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    step = stepview.get_step(run, seq)
+    full = request.GET.get("full") == "1"
+    context = {
+        "run": run,
+        "step": step,
+        "full": full,
+        "args_html": stepview.json_html(step.args, full=full),
+        "result_html": stepview.json_html(step.result, full=full),
+        "large": stepview.is_large(step.args) or stepview.is_large(step.result),
+        "diff": stepview.step_diff(step),
+        "ledger": run.ledger_rows.filter(seq=seq).first(),
+    }
+    template = "runs/step_detail.html#step-detail" if request.htmx else "runs/step_detail.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_tree(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    index = tree.load(run)
+    node = _int(request.GET.get("node"), None)
+    if node is not None and node not in index.nodes:
+        raise Http404("no such step")
+    offset = _int(request.GET.get("offset"))
+    rows, more = tree.rows_for(run, index, node, offset, open_flagged=node is None)
+    context = {"rows": rows, "more": more, "node": node, "parent": node} | (
+        {} if request.htmx else run_header_context(run)
+    )
+    context["run"] = run
+    if node is not None:
+        context["node_row"] = index.nodes[node]
+    template = "runs/run_tree.html#children" if request.htmx else "runs/run_tree.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_ledger(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    start = _int(request.GET.get("from"))
+    calls = list(
+        run.steps.filter(kind="tool_call", seq__gte=start)
+        .only("seq", "tool", "status", "call_sig")
+        .order_by("seq")[: LEDGER_PER_PAGE + 1]
+    )
+    more_from = calls[-1].seq if len(calls) > LEDGER_PER_PAGE else None
+    calls = calls[:LEDGER_PER_PAGE]
+    marks = {
+        row.seq: row
+        for row in run.ledger_rows.filter(seq__in=[c.seq for c in calls]).only(
+            "seq", "repeat_of", "count"
+        )
+    }
+    for call in calls:
+        call.mark = marks.get(call.seq)
+        call.hue = timeline.hue(call.call_sig) if call.mark else None
+    context = {"calls": calls, "more_from": more_from}
+    if request.htmx:
+        return render(request, "runs/run_ledger.html#ledger-rows", context)
+    context |= run_header_context(run)
+    fired = [f.fired_at for f in context["findings"] if f.severity != "info"]
+    context["big_chart"] = charts.stall_chart(
+        (run.summary or {}).get("stall_series", []),
+        steps=run.step_count,
+        fired=fired,
+        width=900,
+        height=200,
+    )
+    context["repeats"] = run.ledger_rows.count()
+    return render(request, "runs/run_ledger.html", context)
+
+
+@require_GET
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/overview.html", overview_service.overview(request.user))
+
+
+def staff_project(request: HttpRequest, slug: str) -> Project:
+    """Return a project the user belongs to, when the user is staff (404 otherwise)."""
+    if not request.user.is_staff:
+        raise Http404("tuning is for staff")
+    return access.get_project(request.user, slug)
+
+
+@require_GET
+@login_required
+def tuning_index(request: HttpRequest) -> HttpResponse:
+    project = access.projects_for(request.user).first()
+    if project is None or not request.user.is_staff:
+        raise Http404("no project to tune")
+    return redirect("runs:tuning", slug=project.slug)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
+    project = staff_project(request, slug)
+    errors: list[str] = []
+    if request.method == "POST":
+        defaults, rows = tuning.forms_for(project, request.POST)
+        policy, errors = tuning.draft_policy(project, defaults, rows)
+        if policy is not None:
+            change = tuning.save_policy(project, policy, request.user)
+            url = reverse("runs:tuning", args=[project.slug]) + f"?saved={change.pk}"
+            if request.htmx:
+                return HttpResponseClientRedirect(url)
+            return redirect(url)
+    else:
+        defaults, rows = tuning.forms_for(project)
+    saved = _int(request.GET.get("saved"), None)
+    context = {
+        "project": project,
+        "projects": access.projects_for(request.user),
+        "defaults": defaults,
+        "rows": rows,
+        "errors": errors,
+        "changes": project.policy_changes.select_related("user")[:10],
+        "saved": project.policy_changes.filter(pk=saved).first() if saved else None,
+        "limit": tuning.BACKTEST_RUNS,
+        "tools": sorted(tuning.project_tools(project))[:300],
+    }
+    return render(request, "runs/tuning.html", context, status=400 if errors else 200)
+
+
+@require_POST
+@login_required
+def tuning_preview(request: HttpRequest, slug: str) -> HttpResponse:
+    project = staff_project(request, slug)
+    defaults, rows = tuning.forms_for(project, request.POST)
+    policy, errors = tuning.draft_policy(project, defaults, rows)
+    result = tuning.backtest(project, policy) if policy is not None else None
+    context = {
+        "project": project,
+        "errors": errors,
+        "backtest": result,
+        "limit": tuning.BACKTEST_RUNS,
+    }
+    if request.htmx:
+        return render(request, "runs/tuning.html#preview", context)
+    defaults_, rows_ = defaults, rows
+    context |= {
+        "defaults": defaults_,
+        "rows": rows_,
+        "projects": access.projects_for(request.user),
+        "changes": project.policy_changes.select_related("user")[:10],
+        "tools": sorted(tuning.project_tools(project))[:300],
+    }
+    return render(request, "runs/tuning.html", context)
 
 
 @require_http_methods(["GET", "POST"])

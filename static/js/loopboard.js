@@ -12,3 +12,57 @@ document.addEventListener("htmx:afterRequest", (event) => {
     event.detail.elt.reset();
   }
 });
+
+// Findings panel: a click highlights the finding's steps in the timeline (or the folded band
+// that holds them) and scrolls there; j/k or the arrow keys move between findings. When the
+// steps are not on the page the link loads the window around them (it works without JS).
+(() => {
+  const targetsFor = (link) => {
+    const seqs = (link.dataset.seqs || "").split(" ").filter(Boolean).map(Number);
+    const found = [];
+    for (const seq of seqs) {
+      const row = document.getElementById(`step-${seq}`);
+      if (row) { found.push(row); continue; }
+      for (const band of document.querySelectorAll(".fold[data-from]")) {
+        if (+band.dataset.from <= seq && seq <= +band.dataset.to && !found.includes(band)) found.push(band);
+      }
+    }
+    return found;
+  };
+  const activate = (link, event) => {
+    const targets = targetsFor(link);
+    if (!targets.length) return false;
+    if (event) event.preventDefault();
+    document.querySelectorAll(".is-hl").forEach((el) => el.classList.remove("is-hl"));
+    document.querySelectorAll(".finding.is-active").forEach((el) => el.classList.remove("is-active"));
+    targets.forEach((el) => el.classList.add("is-hl"));
+    link.classList.add("is-active");
+    link.focus({ preventScroll: true });
+    targets[0].scrollIntoView({ behavior: "smooth", block: "center" });
+    history.replaceState(null, "", link.getAttribute("href").split("#")[0]);
+    return true;
+  };
+  document.addEventListener("click", (event) => {
+    const link = event.target.closest(".finding[data-seqs]");
+    if (link && !event.metaKey && !event.ctrlKey && !event.shiftKey) activate(link, event);
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (event.metaKey || event.ctrlKey || event.altKey) return;
+    const next = ["j", "ArrowDown"].includes(event.key);
+    const prev = ["k", "ArrowUp"].includes(event.key);
+    if (!next && !prev) return;
+    const links = [...document.querySelectorAll(".finding[data-seqs]")];
+    if (!links.length) return;
+    if ((event.key === "ArrowDown" || event.key === "ArrowUp") && !event.target.closest(".findings-panel")) return;
+    event.preventDefault();
+    const current = links.findIndex((el) => el.classList.contains("is-active") || el === document.activeElement);
+    const index = current < 0 ? 0 : Math.max(0, Math.min(links.length - 1, current + (next ? 1 : -1)));
+    if (!activate(links[index], null)) links[index].click();
+  });
+  // A page opened on a finding (?focus=) scrolls to its first highlighted step.
+  document.addEventListener("DOMContentLoaded", () => {
+    const first = document.querySelector(".timeline .is-hl");
+    if (first) first.scrollIntoView({ block: "center" });
+  });
+})();

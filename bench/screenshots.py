@@ -1,0 +1,108 @@
+"""Take screenshots of the main pages against a running loopboard (login demo/demo).
+
+    .venv/bin/python bench/screenshots.py [--base http://127.0.0.1:8000] [--out screenshots]
+
+Uses Debian's Chromium (/usr/bin/chromium, or $CHROMIUM) through Playwright. Needs a server
+with at least one flagged run (the demo data: `loopboard serve` seeds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="http://127.0.0.1:8000")
+    parser.add_argument("--out", default="screenshots")
+    parser.add_argument("--user", default="demo")
+    parser.add_argument("--password", default="demo")
+    parser.add_argument("--width", type=int, default=1440)
+    parser.add_argument("--height", type=int, default=900)
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(exist_ok=True)
+    base = args.base.rstrip("/")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+        )
+        page = browser.new_page(viewport={"width": args.width, "height": args.height})
+        page.goto(f"{base}/accounts/login/")
+        page.fill("input[name=username]", args.user)
+        page.fill("input[name=password]", args.password)
+        page.click("button[type=submit], input[type=submit]")
+        page.wait_for_load_state("networkidle")
+
+        def shot(name: str, full: bool = False) -> None:
+            page.wait_for_load_state("networkidle")
+            page.screenshot(path=str(out / f"{name}.png"), full_page=full)
+            print(out / f"{name}.png")
+
+        page.goto(f"{base}/")
+        shot("01-runs-list")
+
+        page.goto(f"{base}/?sort=score&verdict=flagged")
+        link = page.locator("tr.run-row--stop a, tr.run-row--warn a").first
+        run_url = link.get_attribute("href")
+        page.goto(base + run_url)
+        shot("02-flagged-run")
+        finding = page.locator(".finding").first
+        finding.click()
+        page.wait_for_timeout(400)
+        shot("03-finding-highlighted")
+
+        page.goto(base + run_url)
+        band = page.locator(".fold__unfold").first
+        if band.count():
+            band.click()
+            page.wait_for_timeout(500)
+        opener = page.locator(".step__open").last
+        opener.click()
+        page.wait_for_selector(".diff, .detail")
+        page.locator(".detail").last.scroll_into_view_if_needed()
+        shot("04-step-diff")
+
+        page.goto(base + run_url + "tree/")
+        shot("05-tree")
+        page.goto(base + run_url + "ledger/")
+        shot("06-ledger")
+
+        page.goto(f"{base}/overview/")
+        shot("07-overview", full=True)
+
+        page.goto(f"{base}/tuning/")
+        slug = re.search(r"/projects/([^/]+)/tuning/", page.url)
+        tool = page.locator("input[name$='-tool']").last
+        tool.fill(page.locator("#tool-names option").first.get_attribute("value") or "web_search")
+        page.locator("input[name$='-warn']").last.fill("2")
+        page.get_by_role("button", name=re.compile("Preview")).click()
+        page.wait_for_selector("#preview:not([hidden])")
+        page.locator("#preview").scroll_into_view_if_needed()
+        shot("08-tuning-preview")
+        print("project:", slug.group(1) if slug else "?")
+
+        page.set_viewport_size({"width": 1280, "height": 800})
+        page.goto(base + run_url)
+        shot("09-flagged-run-laptop")
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Small formatting filters for the pages."""
+
+from __future__ import annotations
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds) -> str:
+    """Return seconds as 0.4s, 12s, 3m 05s or 2h 10m."""
+    if seconds is None:
+        return ""
+    seconds = float(seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m {int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h {int(seconds % 3600 // 60):02d}m"
+
+
+@register.filter
+def offset(seconds) -> str:
+    """Return a time since the run started as +m:ss (or +h:mm:ss)."""
+    if seconds is None:
+        return ""
+    total = int(max(float(seconds), 0))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    return f"+{h}:{m:02d}:{s:02d}" if h else f"+{m}:{s:02d}"
+
+
+@register.filter
+def seqlist(seqs, limit: int = 100) -> str:
+    """Return seqs as a space-separated list for a data attribute (bounded)."""
+    return " ".join(str(int(s)) for s in list(seqs or [])[: int(limit)])
+
+
+@register.filter
+def tokens(value) -> str:
+    if value is None:
+        return ""
+    value = int(value)
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 10_000:
+        return f"{value / 1000:.0f}k"
+    return f"{value:,}"
+
+
+@register.filter
+def detector_title(detector: str) -> str:
+    """Return a detector's plain-words title."""
+    from runs.timeline import detector_title as title
+
+    return title(str(detector))
