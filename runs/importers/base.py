@@ -10,6 +10,7 @@ import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC
 from itertools import accumulate
 from typing import IO, Any, Protocol
 
@@ -120,7 +121,7 @@ def loads_line(raw: bytes, *, source: str, line: int, limits: Limits) -> Any:
 
 def parse_time(value: Any) -> float | None:
     """Return epoch seconds from ISO-8601 text, epoch seconds, or epoch ms/ns numbers."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if value is None or value == "":
         return None
@@ -138,7 +139,7 @@ def parse_time(value: Any) -> float | None:
             except ValueError:
                 return None
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
+                moment = moment.replace(tzinfo=UTC)
             return moment.timestamp()
     else:
         return None
