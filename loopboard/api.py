@@ -88,8 +88,11 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body", "payload"))
         parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg", ""))
     errors = [
-        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
-         "type": str(e.get("type", ""))}
+        {
+            "loc": [str(p) for p in e.get("loc", ())],
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
         for e in exc.errors[:50]
     ]
     body = {"detail": "invalid request: " + "; ".join(parts), "errors": errors}

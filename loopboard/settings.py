@@ -106,7 +106,7 @@ else:
     DATABASE_URL = os.environ["DATABASE_URL"]
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 # A socket directory given as ?host=/path belongs in HOST, where Django and tools look.
-if socket_dir := DATABASES["default"]["OPTIONS"].pop("host", None):
+if socket_dir := DATABASES["default"].get("OPTIONS", {}).pop("host", None):
     DATABASES["default"]["HOST"] = socket_dir
 if not DATABASES["default"]["ENGINE"].endswith("postgresql"):
     raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
@@ -185,3 +185,7 @@ LOOPBOARD_MAX_JSON_DEPTH = env_int("LOOPBOARD_MAX_JSON_DEPTH", 64)
 # seconds without new spans when the root never comes.
 LOOPBOARD_OTLP_ROOT_GRACE = float(os.environ.get("LOOPBOARD_OTLP_ROOT_GRACE", "2"))
 LOOPBOARD_OTLP_QUIET_SECONDS = float(os.environ.get("LOOPBOARD_OTLP_QUIET_SECONDS", "30"))
+# django-ninja pagination bounds (GET /api/runs?limit=&offset=)
+NINJA_PAGINATION_PER_PAGE = 50
+NINJA_PAGINATION_MAX_LIMIT = 500
+NINJA_PAGINATION_MAX_OFFSET = 10_000_000

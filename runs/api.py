@@ -12,7 +12,7 @@ from typing import Literal
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import File, Query, Router, Status
+from ninja import File, Path, Query, Router, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
@@ -36,6 +36,9 @@ from .schemas import (
 )
 
 STEPS_PAGE_MAX = 1000
+MAX_ID = 2**63 - 1
+RUN_ID = Path(..., ge=1, le=MAX_ID, description="a run id")
+TRACE_ID = Path(..., ge=1, le=MAX_ID, description="a trace id")
 
 
 class ApiKeyAuth(HttpBearer):
@@ -114,6 +117,8 @@ def upload_trace(
         if file.size and file.size > limit:
             raise HttpError(413, f"file of {file.size} bytes is over the limit of {limit} bytes")
         data, name = file.read(), name or file.name or "upload"
+    elif request.content_type == "multipart/form-data":
+        raise HttpError(400, "multipart upload without a 'file' field")
     else:
         data = request.body
         name = name or "upload"
@@ -136,7 +141,7 @@ def upload_trace(
 
 
 @router.get("/traces/{trace_id}", response={200: TraceOut, **ERRORS}, tags=["traces"])
-def get_trace(request: HttpRequest, trace_id: int):
+def get_trace(request: HttpRequest, trace_id: int = TRACE_ID):
     """A trace's import status (received, parsing, analyzing, analyzed, failed), its error
     message and warnings, and the ids of its runs."""
     return _trace_out(_trace(request, trace_id))
@@ -155,7 +160,7 @@ def get_trace(request: HttpRequest, trace_id: int):
         }
     },
 )
-def download_trace(request: HttpRequest, trace_id: int) -> HttpResponse:
+def download_trace(request: HttpRequest, trace_id: int = TRACE_ID) -> HttpResponse:
     """The trace's bytes exactly as they were received (possibly gzipped)."""
     trace = get_object_or_404(_project(request).traces, pk=trace_id)
     return raw_response(trace)
@@ -198,7 +203,7 @@ def list_runs(
 
 
 @router.get("/runs/{run_id}", response={200: RunDetailOut, **ERRORS}, tags=["runs"])
-def get_run(request: HttpRequest, run_id: int):
+def get_run(request: HttpRequest, run_id: int = RUN_ID):
     """A run with its summary and findings (each with the message for the agent)."""
     run = _run(request, run_id)
     run.findings_list = list(run.findings.all())
@@ -211,7 +216,7 @@ def get_run(request: HttpRequest, run_id: int):
 @router.get("/runs/{run_id}/steps", response={200: StepPage, **ERRORS}, tags=["runs"])
 def list_steps(
     request: HttpRequest,
-    run_id: int,
+    run_id: int = RUN_ID,
     from_: int = Query(0, alias="from", ge=0, le=2**31 - 1, description="first seq"),
     limit: int = Query(200, ge=1, le=STEPS_PAGE_MAX),
 ):
@@ -223,7 +228,7 @@ def list_steps(
 
 
 @router.post("/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"])
-def analyze_run(request: HttpRequest, run_id: int):
+def analyze_run(request: HttpRequest, run_id: int = RUN_ID):
     """Queue the run for analysis again (with the project's current policy)."""
     run = _run(request, run_id)
     analysis.reanalyze(Run.objects.filter(pk=run.pk))

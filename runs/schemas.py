@@ -197,7 +197,7 @@ class CheckIn(Schema):
 
     tool: str = Field(min_length=1, max_length=200)
     args: Any = None
-    run_id: int | None = None
+    run_id: int | None = Field(None, ge=1, le=2**63 - 1)
     calls: list[CallIn] = Field(default_factory=list, max_length=10_000)
 
     @field_validator("args")

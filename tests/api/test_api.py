@@ -15,9 +15,13 @@ from tests.helpers import healthy_trace, looping_trace
 pytestmark = pytest.mark.django_db
 
 
-def test_upload_raw_body_returns_202_with_the_trace_id(api, project, django_capture_on_commit_callbacks):
+def test_upload_raw_body_returns_202_with_the_trace_id(
+    api, project, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=False):
-        response = api.post("/api/traces?name=loop.jsonl", looping_trace(), content_type="application/octet-stream")
+        response = api.post(
+            "/api/traces?name=loop.jsonl", looping_trace(), content_type="application/octet-stream"
+        )
     assert response.status_code == 202, response.content
     body = response.json()
     trace = Trace.objects.get(pk=body["trace_id"])

@@ -33,8 +33,9 @@ def test_api_refuses_another_projects_objects_with_404(api, theirs):
         assert response.status_code == 404, url
         assert response.json() == {"detail": "Not Found"}
     assert api.post(f"/api/runs/{run.pk}/analyze").status_code == 404
-    check = api.post("/api/check", {"run_id": run.pk, "tool": "web_search"},
-                     content_type="application/json")
+    check = api.post(
+        "/api/check", {"run_id": run.pk, "tool": "web_search"}, content_type="application/json"
+    )
     assert check.status_code == 404
     assert api.get("/api/runs").json()["count"] == 0
 

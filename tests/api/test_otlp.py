@@ -105,7 +105,10 @@ def test_spans_in_two_protobuf_requests_join_one_analyzed_run(client, key, proje
 
 @pytest.mark.django_db(transaction=True)
 def test_late_spans_rebuild_the_same_run(client, key, project):
-    assert post(client, key, to_proto(request(root_span(TRACE_B), tool_span(TRACE_B, 0)))).status_code == 200
+    assert (
+        post(client, key, to_proto(request(root_span(TRACE_B), tool_span(TRACE_B, 0)))).status_code
+        == 200
+    )
     run = Run.objects.get(project=project)
     assert run.tool_call_count == 1
     post(client, key, to_proto(request(tool_span(TRACE_B, 1, query="other"))))

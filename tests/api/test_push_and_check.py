@@ -1,0 +1,73 @@
+"""`loopboard push` against the live test server, and the live check `POST /api/check`."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import pytest
+
+from loopboard import push
+from runs.models import Trace
+from tests.helpers import call, healthy_trace, looping_trace, message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_sends_files_and_prints_trace_ids(live_server, key, project, tmp_path, capsys):
+    first, second = tmp_path / "loop.jsonl", tmp_path / "ok.jsonl.gz"
+    first.write_bytes(looping_trace())
+    second.write_bytes(gzip.compress(healthy_trace()))
+    status = push.main([str(first), str(second), "--url", live_server.url, "--key", key])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    traces = Trace.objects.filter(project=project, source="api")
+    assert traces.count() == 2
+    for trace in traces:
+        assert f"trace {trace.pk} received" in out
+    assert bytes(traces.get(name="ok.jsonl.gz").raw) == second.read_bytes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_push_exits_non_zero_on_errors(live_server, key, tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert push.main([str(empty), "--url", live_server.url, "--key", key]) == 1
+    assert "error 400" in capsys.readouterr().out
+    good = tmp_path / "a.jsonl"
+    good.write_bytes(healthy_trace())
+    assert push.main([str(good), "--url", live_server.url, "--key", "lb_bad"]) == 1
+    assert push.main([str(tmp_path / "missing"), "--url", live_server.url, "--key", key]) == 2
+
+
+@pytest.mark.django_db
+def test_check_with_the_calls_so_far(api):
+    calls = [message("user", "find it")] + [call("web_search", {"q": "x"}, []) for _ in range(4)]
+    for c in calls:
+        c.pop("type")
+        if "content" in c:
+            c["text"] = c.pop("content")
+    body = {"calls": calls, "tool": "web_search", "args": {"q": "x"}}
+    response = api.post("/api/check", body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    answer = response.json()
+    assert answer["verdict"] == "stop" and answer["findings"]
+    assert "web_search" in answer["message"]
+    fresh = api.post("/api/check", {**body, "args": {"q": "new"}}, content_type="application/json")
+    assert fresh.json()["verdict"] == "ok" and fresh.json()["message"] == ""
+
+
+@pytest.mark.django_db
+def test_check_against_a_stored_run_is_fast(api, project, process):
+    run = process(project, looping_trace(2)).runs.get()
+    body = {"run_id": run.pk, "tool": "web_search", "args": {"query": "same thing"}}
+    started = time.perf_counter()
+    answers = [api.post("/api/check", body, content_type="application/json") for _ in range(20)]
+    per_call_ms = (time.perf_counter() - started) * 1000 / 20
+    assert all(a.status_code == 200 for a in answers)
+    assert answers[0].json()["verdict"] == "warn"
+    print(f"live check round trip: {per_call_ms:.1f} ms per call (test client)")
+    assert api.post("/api/check", {"tool": ""}, content_type="application/json").status_code == 422
+    missing = api.post(
+        "/api/check", {"run_id": 10**9, "tool": "x"}, content_type="application/json"
+    )
+    assert missing.status_code == 404
