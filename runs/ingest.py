@@ -76,8 +76,8 @@ def ingest_trace(trace_id: int) -> None:
     if not claimed:
         return
     trace = Trace.objects.select_related("project").get(pk=trace_id)
-    volatile = _project_volatile(trace.project)
     try:
+        policy = trace.project.policy()
         with transaction.atomic():
             trace.runs.all().delete()  # leftovers of an attempt that died are never kept
             run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
@@ -87,7 +87,7 @@ def ingest_trace(trace_id: int) -> None:
                 format=trace.declared_format or None,
                 limits=import_limits(),
             ):
-                run = store_run(trace.project, parsed, trace=trace, volatile=volatile)
+                run = store_run(trace.project, parsed, trace=trace, policy=policy)
                 run_ids.append(run.pk)
                 skipped = max(skipped, parsed.skipped)
                 warnings = warnings or parsed.warnings
@@ -117,22 +117,15 @@ def _fail(trace: Trace, message: str) -> None:
     )
 
 
-def _project_volatile(project: Project) -> frozenset[str]:
-    try:
-        policy = project.policy()
-    except ValueError:
-        return keys.DEFAULT_VOLATILE
-    return policy.volatile_for(None) if hasattr(policy, "volatile_for") else keys.DEFAULT_VOLATILE
-
-
 def store_run(
     project: Project,
     parsed: detection.Run,
     *,
     trace: Trace | None,
-    volatile: frozenset[str] = frozenset(),
+    policy: detection.Policy | None = None,
 ) -> Run:
-    """Insert one parsed run and its steps (call the caller's transaction the unit)."""
+    """Insert one parsed run and its steps (the caller's transaction is the unit)."""
+    policy = policy or detection.Policy()
     steps = parsed.steps
     times = [t for s in steps for t in (s.started_at, s.ended_at) if t is not None]
     run = Run.objects.create(
@@ -150,14 +143,15 @@ def store_run(
         verdict=Verdict.PENDING,
     )
     for batch in _batches(steps, STEP_BATCH):
-        Step.objects.bulk_create(step_row(run, step, volatile) for step in batch)
+        Step.objects.bulk_create(step_row(run, step, policy) for step in batch)
     return run
 
 
-def step_row(run: Run, step: detection.Step, volatile: frozenset[str]) -> Step:
+def step_row(run: Run, step: detection.Step, policy: detection.Policy) -> Step:
     """Return the unsaved row for one step of the common model."""
     call_sig = ""
     if step.kind == "tool_call" and step.tool:
+        volatile = policy.for_tool(step.tool).volatile  # the same signature the engine uses
         call_sig = keys.call_signature(step.tool, step.args, volatile=volatile)[:80]
     return Step(
         run=run,
