@@ -128,7 +128,7 @@ def bars(rows: list[tuple[str, float]], *, unit: str = "", width: int = 520) -> 
                 bar_h,
                 label_w + max((width - label_w - 70) * v / top, 1) + 6,
                 i * (bar_h + gap) + 15,
-                _num(v) + unit,
+                _num(v) + unit + ("s" if unit and v != 1 else ""),
             )
             for i, (label, v) in enumerate(rows)
         ),

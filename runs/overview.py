@@ -71,12 +71,12 @@ def overview(user, days: int = DAYS) -> dict:
         "totals": totals,
         "days": days,
         "day_chart": charts.daily_columns(series, width=900, height=180),
-        "tool_chart": charts.bars([(r["tool"], r["n"]) for r in by_tool], unit=" loops"),
+        "tool_chart": charts.bars([(r["tool"], r["n"]) for r in by_tool], unit=" loop"),
         "waste_tool_chart": charts.bars(
-            [(r["tool"], r["steps"] or 0) for r in by_waste_tool], unit=" steps"
+            [(r["tool"], r["steps"] or 0) for r in by_waste_tool], unit=" step"
         ),
         "waste_detector_chart": charts.bars(
-            [(r["title"], r["steps"] or 0) for r in by_detector], unit=" steps"
+            [(r["title"], r["steps"] or 0) for r in by_detector], unit=" step"
         ),
         "by_tool": by_tool,
         "by_detector": by_detector,

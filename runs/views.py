@@ -186,7 +186,7 @@ def run_ledger(request: HttpRequest, run_id: int) -> HttpResponse:
     for call in calls:
         call.mark = marks.get(call.seq)
         call.hue = timeline.hue(call.call_sig) if call.mark else None
-    context = {"calls": calls, "more_from": more_from}
+    context = {"run": run, "calls": calls, "more_from": more_from}
     if request.htmx:
         return render(request, "runs/run_ledger.html#ledger-rows", context)
     context |= run_header_context(run)
