@@ -1,0 +1,153 @@
+"""In a real browser: upload, wait, inspect a flagged run, unfold, diff, tune, back-test."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from runs.models import Membership, Project, Run
+from tests.helpers import call, message, native_jsonl
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def stuck_trace() -> bytes:
+    """A research agent searching the same thing six times, with different words between."""
+    events = [message("user", "When did PostgreSQL 18 ship?", ts=1_764_489_600)]
+    for i in range(6):
+        events.append(
+            message("assistant", f"Attempt {i + 1}: searching again.", ts=1_764_489_601 + 10 * i)
+        )
+        events.append(
+            call(
+                "web_search",
+                {"query": "PostgreSQL 18 release date"},
+                {"results": []},
+                ts=1_764_489_605 + 10 * i,
+                tokens_in=900,
+                cost=0.003,
+            )
+        )
+    events.append(message("assistant", "I could not find it.", ts=1_764_489_700))
+    return native_jsonl(*events)
+
+
+@pytest.fixture
+def staff_login(live_server, page):
+    user = get_user_model().objects.create_user("erin", password="pw-erin-123", is_staff=True)
+    project = Project.objects.create(name="Research", slug="research")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
+    page.goto(live_server.url + "/accounts/login/")
+    page.fill("input[name=username]", "erin")
+    page.fill("input[name=password]", "pw-erin-123")
+    page.click("button[type=submit], input[type=submit]")
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    return project
+
+
+def test_upload_inspect_and_tune_a_stuck_run(
+    live_server, page, staff_login, background_worker, tmp_path
+):
+    trace = tmp_path / "stuck-research.jsonl"
+    trace.write_bytes(stuck_trace())
+
+    # Upload through the page; the status row polls until analysis is done.
+    page.get_by_role("link", name="Upload", exact=True).click()
+    page.set_input_files("input[name=files]", str(trace))
+    page.get_by_role("button", name="Upload").click()
+    run_link = page.locator("#upload-results .trace__runs a")
+    expect(run_link).to_be_visible(timeout=30_000)
+    expect(page.locator("#upload-results .badge--stop")).to_be_visible()
+
+    # The runs list shows it flagged, with its repeat picture; open it from there.
+    page.get_by_role("link", name="Runs", exact=True).click()
+    row = page.locator("tr.run-row--stop")
+    expect(row).to_contain_text("stuck-research.jsonl")
+    expect(row.locator("svg.strip")).to_be_visible()
+    row.get_by_role("link", name="stuck-research.jsonl").click()
+    expect(page.locator(".page-head .badge--stop")).to_be_visible()
+    expect(page.locator(".waste")).to_contain_text("After the first warning")
+
+    # Click a finding: its steps (here the folded band) are highlighted.
+    finding = page.locator(".finding").first
+    expect(finding).to_contain_text("Same call, nothing new")
+    finding.click()
+    band = page.locator(".fold--repeat")
+    expect(band).to_have_class(re.compile(r"\bis-hl\b"))
+    expect(finding).to_have_class(re.compile(r"\bis-active\b"))
+    # Keyboard: j moves on (one finding: stays), and the highlight survives.
+    page.keyboard.press("j")
+    expect(page.locator(".is-hl").first).to_be_visible()
+
+    # Unfold the band: the hidden middle iterations are fetched and shown.
+    expect(band).to_contain_text("×6")
+    middle = page.locator("#step-6")
+    expect(middle).to_have_count(0)
+    band.get_by_role("link", name="Unfold").click()
+    expect(middle).to_be_visible()
+    expect(page.locator(".fold--repeat")).to_have_count(0)
+
+    # Step detail with the diff against the previous identical call.
+    page.locator("#step-6").get_by_role("link", name="details & diff").click()
+    detail = page.locator("#detail-6 .detail")
+    expect(detail).to_contain_text("What changed since #4")
+    expect(detail.locator(".diff__add")).to_contain_text("Attempt 3")
+    expect(detail.locator(".diff__del")).to_contain_text("Attempt 2")
+    expect(detail.locator(".json__key").first).to_be_visible()
+
+    # Tune: mark web_search as a polling tool, preview the back-test, save.
+    page.get_by_role("link", name="Tuning", exact=True).click()
+    page.locator("input[name='t-0-tool']").fill("web_search")
+    page.locator("select[name='t-0-polling']").select_option("yes")
+    page.get_by_role("button", name=re.compile("Preview")).click()
+    preview = page.locator("#preview")
+    expect(preview).to_contain_text("1 cleared")
+    expect(preview).to_contain_text("stuck-research.jsonl")
+    assert Run.objects.get().verdict == "stop"  # a preview saves nothing
+    page.get_by_role("button", name="Save and re-analyze").click()
+    expect(page.locator(".notice")).to_contain_text("1 run queued")
+    expect(page.locator(".history")).to_contain_text("web_search")
+
+    # The worker re-analyzes; the runs list and the run page show the new verdict.
+    for thread in background_worker:
+        thread.join(timeout=30)
+    page.get_by_role("link", name="Runs", exact=True).click()
+    expect(page.locator("tr.run-row--ok")).to_contain_text("stuck-research.jsonl")
+    page.get_by_role("link", name="stuck-research.jsonl").click()
+    expect(page.locator(".page-head .badge--ok")).to_be_visible()
+
+
+def test_plain_links_work_without_javascript(live_server, browser, staff_login, process_inline):
+    run = process_inline(staff_login, stuck_trace())
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(live_server.url + "/accounts/login/")
+    page.fill("input[name=username]", "erin")
+    page.fill("input[name=password]", "pw-erin-123")
+    page.click("button[type=submit], input[type=submit]")
+    page.goto(live_server.url + run.get_absolute_url())
+    page.locator(".fold__unfold").click()  # a plain link: the range, unfolded, as a page
+    expect(page.locator("#step-6")).to_be_visible()
+    page.locator("#step-6").get_by_role("link", name="details & diff").click()
+    expect(page.locator(".diff")).to_contain_text("What changed since #4")
+    page.get_by_role("link", name=re.compile("stuck-research|←")).first.click()
+    page.get_by_role("link", name="Tree").click()
+    expect(page.locator("#tree-root")).to_contain_text("web_search")
+    context.close()
+
+
+@pytest.fixture
+def process_inline(db):
+    from runs import analysis, ingest
+
+    def run(project, data: bytes):
+        trace, _ = ingest.store_trace(project, data, name="stuck-research.jsonl")
+        ingest.ingest_trace(trace.pk)
+        for run_id in trace.runs.values_list("pk", flat=True):
+            analysis.analyze_run(run_id)
+        return trace.runs.get()
+
+    return run
