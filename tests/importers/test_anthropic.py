@@ -10,7 +10,7 @@ import pytest
 
 from runs.importers import detect_format, iter_runs
 
-SHARED = Path("/work/shared/traces/claude-code")
+SHARED = Path(__file__).resolve().parents[1] / "data" / "traces" / "claude-code"
 
 CONVERSATION = {
     "model": "claude-sonnet-4-5",
@@ -91,7 +91,6 @@ def test_plain_text_only_messages_are_left_to_chat():
     assert detect_format(json.dumps(plain).encode()) == "chat"
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="shared samples not mounted")
 def test_claude_code_sessions_are_not_claimed():
     from runs.importers import anthropic
 
