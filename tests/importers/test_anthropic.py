@@ -6,8 +6,6 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
-
 from runs.importers import detect_format, iter_runs
 
 SHARED = Path(__file__).resolve().parents[1] / "data" / "traces" / "claude-code"
