@@ -22,6 +22,7 @@ from typing import Any
 
 from .detectors import DETECTORS
 from .detectors.base import Event, Lane, add_seq
+from .detectors.similarity import ACK_TOOLS
 from .findings import _RANK, Analysis, Check, Finding, LedgerEntry, Waste, worst
 from .keys import value_digest
 from .model import Run, Step
@@ -32,6 +33,20 @@ __all__ = ["Monitor", "analyze"]
 MAX_LANES = 4096
 MAX_IDS = 200_000
 SERIES_POINTS = 200
+
+
+class _Plan:
+    """What the core loop needs about one tool, resolved once (see ``Monitor._plan``)."""
+
+    __slots__ = ("mutating", "observers", "prefix", "quota", "settings", "volatile")
+
+    def __init__(self, settings: ToolSettings, observers: tuple[tuple[str, Any], ...]) -> None:
+        self.settings = settings
+        self.prefix = settings.tool + ":"
+        self.volatile = settings.volatile
+        self.mutating = settings.mutating
+        self.quota = settings.quota
+        self.observers = observers  # (state name, bound observe), in catalogue order
 
 
 class _Incident:
@@ -69,7 +84,8 @@ class Monitor:
         self._message_loop = self._detectors["message_loop"]
         self._message_loop.threshold = self.policy.threshold("message_loop")
         self._message_on = self._message_loop.threshold.enabled
-        self._tools: dict[str, tuple[ToolSettings, list[Any]]] = {}
+        self._plans: dict[str, _Plan] = {}
+        self._ev = Event(0, "tool_call")  # reused for every tool call (see _tool_call)
         self._lanes: dict[str | None, Lane] = {None: self._new_lane()}
         self._where: dict[str, str | None] = {}  # step id -> key of the lane it lives in
         self._current: str | None = None
@@ -79,7 +95,7 @@ class Monitor:
         self._quota: dict[str, list[int]] = {}  # tool -> first seqs
         self._quota_n: dict[str, int] = {}  # tool -> calls
         self._keep_ledger = keep_ledger
-        self._ledger: list[LedgerEntry] = []
+        self._ledger: list[tuple[Any, ...]] = []  # LedgerEntry fields, built in analysis()
         self._series: list[tuple[int, float]] = []
         self._stride = 1
         self._run_mark: tuple[int, float, float, float | None] | None = None
@@ -91,6 +107,8 @@ class Monitor:
         self._has_tokens = self._has_cost = False
         self._time: float | None = None
         self._last_seq = -1
+        policy = self.policy
+        self._any_budget = bool(policy.max_steps or policy.max_tokens or policy.max_cost)
 
     # -- lanes ------------------------------------------------------------------------
     def _new_lane(self) -> Lane:
@@ -122,17 +140,34 @@ class Monitor:
         self._current = key
         return lane
 
-    def _tool(self, tool: str) -> tuple[ToolSettings, list[Any]]:
-        entry = self._tools.get(tool)
-        if entry is None:
+    def _plan(self, tool: str) -> _Plan:
+        """Return the tool's plan: its settings and the detectors that can fire for it.
+
+        A detector left out here would return at once for every call to this tool (it is
+        disabled for the tool, or the tool is mutating, polling or an acknowledgement that
+        the similarity detectors never look at), so the core loop does not call it at all.
+        """
+        plan = self._plans.get(tool)
+        if plan is None:
             settings = self.policy.for_tool(tool)
-            dets = [
-                det
+            quiet = settings.mutating or settings.polling or tool.lower() in ACK_TOOLS
+            skip = set()
+            if settings.polling and settings.max_repeats is None:
+                skip.add("repeat")
+            if not settings.mutating or settings.polling:
+                skip.add("mutating_failure")
+            if quiet:
+                skip.update(("near_repeat", "read_range"))
+            observers = tuple(
+                (name, det.observe)
                 for name, det in self._detectors.items()
-                if settings.thresholds[name].enabled or name == "message_loop"
-            ]
-            entry = self._tools[tool] = (settings, dets)
-        return entry
+                if name not in skip
+                and (settings.thresholds[name].enabled or name == "message_loop")
+            )
+            plan = _Plan(settings, observers)
+            if len(self._plans) < 10_000:
+                self._plans[tool] = plan
+        return plan
 
     # -- reporting ----------------------------------------------------------------------
     def _totals(self) -> tuple[int, float, float, float | None]:
@@ -237,64 +272,61 @@ class Monitor:
         elif kind == "assistant" and self._message_on:
             ev = Event(step.seq, kind, text=step.text)
             self._message_loop.observe(lane.states["message_loop"], ev, lane, self)
-        self._budgets(step)
+        if self._any_budget:
+            self._budgets(step)
         return self._fired
 
-    def _event(self, step: Step, settings: ToolSettings) -> Event:
-        tool = step.tool or "?"
-        volatile = settings.volatile
-        sig = f"{tool}:{value_digest(step.args, volatile)}"
-        rdig = value_digest(step.result, volatile)
-        status = "error" if step.status == "error" else "ok"
-        return Event(
-            step.seq, "tool_call", tool, sig, rdig, "!error" if status == "error" else rdig,
-            status, settings, step.args, step.result, step.batch_id,
-        )  # fmt: skip
-
     def _tool_call(self, step: Step, lane: Lane) -> None:
-        settings, dets = self._tool(step.tool or "?")
-        ev = self._event(step, settings)
-        if settings.mutating and ev.status == "ok" and ev.sig not in lane.mutations:
-            lane.mutations.add(ev.sig)
+        tool = step.tool or "?"
+        plan = self._plan(tool)
+        settings = plan.settings
+        volatile = plan.volatile
+        # Signatures are computed here, once per call, and shared by every detector.
+        sig = plan.prefix + value_digest(step.args, volatile)
+        rdig = value_digest(step.result, volatile)
+        error = step.status == "error"
+        # One Event per monitor, refilled for each call: detectors read it during this call
+        # only (none keeps it), so there is no need to allocate one per step.
+        ev = self._ev
+        ev.seq, ev.tool, ev.sig, ev.rdig = step.seq, tool, sig, rdig
+        ev.outcome, ev.status = ("!error", "error") if error else (rdig, "ok")
+        ev.settings, ev.args, ev.result, ev.batch_id = settings, step.args, step.result, step.batch_id
+        ev.repeat_of, ev.group_count, ev.in_cycle = None, 1, False
+        if plan.mutating and not error and sig not in lane.mutations:
+            lane.mutations.add(sig)
             lane.epoch += 1  # the world changed: later repeats are re-checks
         states = lane.states
-        for det in dets:
-            det.observe(states[det.name], ev, lane, self)
+        for name, observe in plan.observers:
+            observe(states[name], ev, lane, self)
         self.tool_calls += 1
         if ev.repeat_of is not None:
             self.repeated += 1
         if self._keep_ledger:
-            self._ledger.append(
-                LedgerEntry(
-                    ev.seq,
-                    ev.tool or "?",
-                    ev.sig,
-                    f"{ev.sig}:{ev.rdig}:{ev.status}",
-                    ev.repeat_of,
-                    ev.group_count,
-                )  # fmt: skip
-            )
+            self._ledger.append((ev.seq, tool, sig, rdig, ev.status, ev.repeat_of, ev.group_count))
         if self.tool_calls % self._stride == 0:
             self._series.append((ev.seq, round(self.repeated / self.tool_calls, 4)))
             if len(self._series) >= SERIES_POINTS:
                 self._series = self._series[1::2]
                 self._stride *= 2
-        if settings.quota is not None:
-            name = ev.tool or "?"
-            seqs = self._quota.setdefault(name, [])
-            add_seq(seqs, ev.seq)
-            calls = self._quota_n[name] = self._quota_n.get(name, 0) + 1
-            if calls > settings.quota:
-                message = (
-                    f"{ev.tool} has been called {calls} times in this run, over its quota of "
-                    f"{settings.quota}. Stop calling it: work with what you have, or report "
-                    "the blocker."
-                )
-                level = ("stop", settings.quota, settings.rule)
-                self.report(
-                    "budget", ("quota", ev.tool), level, calls, ev.tool, f"quota:{ev.tool}",
-                    seqs, message,
-                )  # fmt: skip
+        if plan.quota is not None:
+            self._quota_call(ev, settings)
+
+    def _quota_call(self, ev: Event, settings: ToolSettings) -> None:
+        name = ev.tool or "?"
+        seqs = self._quota.setdefault(name, [])
+        add_seq(seqs, ev.seq)
+        calls = self._quota_n[name] = self._quota_n.get(name, 0) + 1
+        if settings.quota is not None and calls > settings.quota:
+            message = (
+                f"{ev.tool} has been called {calls} times in this run, over its quota of "
+                f"{settings.quota}. Stop calling it: work with what you have, or report "
+                "the blocker."
+            )
+            level = ("stop", settings.quota, settings.rule)
+            self.report(
+                "budget", ("quota", ev.tool), level, calls, ev.tool, f"quota:{ev.tool}",
+                seqs, message,
+            )  # fmt: skip
 
     def _budgets(self, step: Step) -> None:
         policy = self.policy
@@ -318,7 +350,7 @@ class Monitor:
     # -- live check ---------------------------------------------------------------------
     def check(self, tool: str, args: Any = None) -> Check:
         """Return whether making this call next would be a loop, without recording it."""
-        settings, _ = self._tool(tool)
+        settings = self._plan(tool).settings
         lane = self._lanes.get(self._current) or self._lanes.get(None) or self._new_lane()
         sig = f"{tool}:{value_digest(args, settings.volatile)}"
         ev = Event(self._last_seq + 1, "tool_call", tool, sig, settings=settings, args=args)
@@ -402,12 +434,17 @@ class Monitor:
             verdict=worst(finding.severity for finding in findings),
             stall_score=score,
             findings=tuple(findings),
-            ledger=tuple(self._ledger),
+            ledger=tuple(LedgerEntry(*_ledger_fields(entry)) for entry in self._ledger),
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,
             waste=self._waste(self._run_mark),
         )
+
+
+def _ledger_fields(entry: tuple[Any, ...]) -> tuple[Any, ...]:
+    seq, tool, sig, rdig, status, repeat_of, count = entry
+    return seq, tool, sig, f"{sig}:{rdig}:{status}", repeat_of, count
 
 
 def _moves(steps: list[Step]) -> set[int]:

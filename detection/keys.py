@@ -74,12 +74,22 @@ def _needs_work(volatile: frozenset[str]) -> re.Pattern[bytes]:
     """Return a regex that finds, in orjson output, anything normalisation would change.
 
     Compact orjson output has no whitespace outside strings, so a value whose encoding
-    has no volatile key, no ``/``, no escaped/double/edge whitespace and no string
-    opening with ``{``/``[`` is already canonical, and its bytes can be hashed as they are.
+    has none of these is already canonical, and its bytes can be hashed as they are:
+
+    - a volatile key (``"ts":``);
+    - something ``posixpath.normpath`` would rewrite in a path: ``//``, a ``.`` or ``..``
+      segment (``/./``, ``/..`` at the end), a leading ``./`` or a trailing ``/``
+      (``src/a.py`` is canonical and needs no work; false alarms only cost time);
+    - escaped or edge whitespace (``\\n``, two spaces, a space after an opening or before a
+      closing quote);
+    - a string opening with ``{``/``[`` (JSON text inside a string).
+
+    Alternatives are grouped by their first byte, which keeps the scan of long text cheap.
     """
-    parts = [rb"/", rb"\\[nrtf]", rb"\\u000[bc]", rb"  ", rb'" ', rb' "', rb'"[\[{]']
-    parts += [b'"' + re.escape(key.encode()) + b'":' for key in sorted(volatile)]
-    return re.compile(b"|".join(parts))
+    keys = b"|".join(re.escape(key.encode()) for key in sorted(volatile))
+    quote = rb'"(?: |\./|[\[{]' + (rb"|(?:" + keys + rb')":)' if keys else rb")")
+    slash = rb'(?<!:)//|/(?:\.\.?[/"]|")'  # not "://": a URL is no path
+    return re.compile(slash + rb'|\\(?:[nrtf]|u000[bc])| [ "]|' + quote)
 
 
 def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
