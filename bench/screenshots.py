@@ -72,14 +72,19 @@ def main() -> None:
         band = page.locator(".fold__unfold").first
         if band.count():
             band.click()
-            page.wait_for_timeout(500)
-        opener = page.locator(".step__open").last
+            page.wait_for_selector(".step--repeat")
+        opener = page.locator(".step--repeat .step__open").nth(1)
         opener.click()
-        page.wait_for_selector(".diff, .detail")
-        page.locator(".detail").last.scroll_into_view_if_needed()
+        page.wait_for_selector(".step__detail .detail")
+        page.locator(".step__detail .detail").first.scroll_into_view_if_needed()
+        page.evaluate("window.scrollBy(0, 120)")
         shot("04-step-diff")
 
-        page.goto(base + run_url + "tree/")
+        # The tree of the most branched run (a run with sub-agents if there is one).
+        page.goto(f"{base}/?q=subagents")
+        branched = page.locator("td.run-row__name a").first
+        tree_url = (branched.get_attribute("href") if branched.count() else run_url) + "tree/"
+        page.goto(base + tree_url)
         shot("05-tree")
         page.goto(base + run_url + "ledger/")
         shot("06-ledger")

@@ -130,7 +130,7 @@ def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | No
             ]
         )
         Run.objects.filter(pk=run.pk).update(
-            search=SearchVector(Value(seen.search_text()), config="simple")
+            search=SearchVector(Value(f"{run.name} {seen.search_text()}"), config="simple")
         )
         if run.trace_id:
             finish_trace(run.trace_id)

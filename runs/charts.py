@@ -39,12 +39,19 @@ def repeat_strip(summary: dict, width: int = 144, height: int = 14) -> SafeStrin
     if not cells:
         return mark_safe("")
     cell = width / len(cells)
+    spans = []  # run-length: one rect per stretch of equal cells keeps the list page small
+    for i, level in enumerate(cells):
+        level = max(0, min(level, 4))
+        if spans and spans[-1][1] == level:
+            spans[-1][2] += 1
+        else:
+            spans.append([i, level, 1])
     rects = _join(
         "",
         '<rect x="{}" y="2" width="{}" height="{}" fill="{}"/>',
         (
-            (i * cell, cell + 0.2, height - 4, STRIP_COLORS[max(0, min(level, 4))])
-            for i, level in enumerate(cells)
+            (start * cell, n * cell + 0.2, height - 4, STRIP_COLORS[level])
+            for start, level, n in spans
         ),
     )
     marks = _join(

@@ -122,7 +122,11 @@ def after_cursor(runs: QuerySet[Run], sort: str, cursor: str) -> QuerySet[Run]:
         parsed = datetime.fromisoformat(value) if key == "created_at" else float(value)
     except ValueError:
         return runs
-    return runs.filter(Q(**{f"{key}__lt": parsed}) | Q(**{key: parsed, "pk__lt": int(pk)}))
+    # The redundant `key <= value` bounds the index range scan (an OR alone would not).
+    return runs.filter(
+        Q(**{f"{key}__lte": parsed}),
+        Q(**{f"{key}__lt": parsed}) | Q(**{key: parsed, "pk__lt": int(pk)}),
+    )
 
 
 def page(runs: QuerySet[Run], f: RunFilters, cursor: str, size: int) -> tuple[list[Run], str]:

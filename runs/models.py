@@ -209,6 +209,10 @@ class Run(models.Model):
             GinIndex(fields=["detectors"], name="run_detectors_gin"),
             GinIndex(fields=["tools"], name="run_tools_gin"),
             GinIndex(fields=["search"], name="run_search_gin"),
+            # For users in several projects: the list walks these in order (keyset).
+            models.Index(fields=["-created_at", "-id"], name="run_newest"),
+            models.Index(fields=["-stall_score", "-id"], name="run_stall"),
+            models.Index(fields=["-waste_steps", "-id"], name="run_waste"),
         ]
 
     def __str__(self) -> str:

@@ -9,6 +9,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from . import access, charts
+from .models import Finding, Run
 from .timeline import detector_title
 
 DAYS = 30
@@ -16,7 +17,8 @@ DAYS = 30
 
 def overview(user, days: int = DAYS) -> dict:
     """Return totals and charts: runs per day, top looping tools, waste by tool and detector."""
-    runs = access.runs_for(user)
+    project_ids = list(access.projects_for(user).values_list("pk", flat=True))
+    runs = Run.objects.filter(project_id__in=project_ids)
     flagged_q = Q(verdict__in=["warn", "stop"])
     totals = runs.aggregate(
         runs=Count("id"),
@@ -41,7 +43,7 @@ def overview(user, days: int = DAYS) -> dict:
         day = first + timedelta(days=i)
         row = per_day.get(day, {})
         series.append((day, row.get("total", 0), row.get("flagged", 0)))
-    findings = access.findings_for(user).exclude(severity="info")
+    findings = Finding.objects.filter(run__project_id__in=project_ids).exclude(severity="info")
     by_tool = list(
         findings.exclude(tool="")
         .values("tool")

@@ -17,8 +17,8 @@ from django.db.models.functions import Cast, Left
 
 from .models import Finding, LedgerRow, Run, Step
 
-ROWS_PER_PAGE = 300
-UNFOLD_PAGE = 300
+ROWS_PER_PAGE = 120  # a few screens; more come with htmx
+UNFOLD_PAGE = 150
 PREVIEW_CHARS = 600  # of args / result / text, cut in the database
 GAP_SECONDS = 30  # show "… later" between rows further apart than this
 

@@ -39,7 +39,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_required
 def run_list(request: HttpRequest) -> HttpResponse:
     f = filters.RunFilters.from_query(request.GET)
-    runs = filters.apply(access.runs_for(request.user), f).select_related("project")
+    # Project ids as constants, not a subquery: with one project the planner walks the
+    # (project, sort key, id) index in order and stops at the page size.
+    project_ids = list(access.projects_for(request.user).values_list("pk", flat=True))
+    runs = Run.objects.filter(project_id__in=project_ids)
+    runs = filters.apply(runs, f).select_related("project")
     page, next_cursor = filters.page(
         runs.defer("search", "metadata"), f, request.GET.get("after", ""), RUNS_PER_PAGE
     )
@@ -70,14 +74,20 @@ def _int(value: str | None, default: int | None = 0) -> int | None:
     return int(value) if value and value.isdigit() else default
 
 
-def run_header_context(run: Run) -> dict:
-    """Return what the run page header and tabs need."""
-    findings = list(run.findings.all())
+FINDINGS_SHOWN = 40
+
+
+def run_header_context(run: Run, all_findings: bool = False) -> dict:
+    """Return what the run page header and tabs need (the first findings, or all)."""
+    findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
+    more_findings = run.findings.count() - FINDINGS_SHOWN if len(findings) > FINDINGS_SHOWN else 0
+    findings = findings if all_findings else findings[:FINDINGS_SHOWN]
     fired = [f.fired_at for f in findings if f.severity != "info"]
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     return {
         "run": run,
         "findings": findings,
+        "more_findings": more_findings,
         "facts": [
             (label, str(meta[key])[:120])
             for key, label in (("model", "Model"), ("agent", "Agent"), ("task", "Task"))
@@ -98,12 +108,12 @@ def run_header_context(run: Run) -> dict:
 @vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = access.get_run(request.user, run_id)
-    context = run_header_context(run)
+    context = run_header_context(run, all_findings=request.GET.get("findings") == "all")
     highlight: set[int] = set()
     start = _int(request.GET.get("from"))
     focus = _int(request.GET.get("focus"), None)
     if focus is not None:
-        finding = next((f for f in context["findings"] if f.pk == focus), None)
+        finding = run.findings.filter(pk=focus).first()
         if finding is not None:
             highlight = set(finding.seqs)
             start = timeline.finding_window_start(finding)

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from runs import ingest
+from runs import ingest, timeline
 from runs.models import Trace
 from tests.helpers import call, looping_trace, message, native_jsonl
 
@@ -116,8 +116,10 @@ def test_failed_trace_shows_the_error_in_words(client_in, project, process):
 def test_steps_are_paged_with_an_htmx_partial(client_in, project, process):
     events = [call("tool", {"i": i}, i) for i in range(350)]
     run = process(project, native_jsonl(*events)).runs.get()
+    rows = timeline.ROWS_PER_PAGE
     first = client_in.get(run.get_absolute_url()).content.decode()
-    assert 'id="step-299"' in first and 'id="step-300"' not in first
+    assert f'id="step-{rows - 1}"' in first and f'id="step-{rows}"' not in first
+    assert f"?from={rows}" in first
     more = client_in.get(run.get_absolute_url() + "?from=300", headers={"HX-Request": "true"})
     html = more.content.decode()
     assert 'id="step-300"' in html and 'id="step-349"' in html and "<html" not in html
