@@ -11,11 +11,14 @@ MIN_PERIOD, MAX_PERIOD = 2, 5
 
 
 class OscState:
-    __slots__ = ("hist", "match", "seqs", "start")
+    __slots__ = ("hist", "keys", "live", "match", "same", "seqs", "start")
 
     def __init__(self) -> None:
         # last MAX_PERIOD+1 calls: (call sig + outcome, seq, tool, polling)
         self.hist: list[tuple[str, int, str, bool]] = []
+        self.keys: list[str] = []  # the same calls' keys alone, for a quick `in`
+        self.live = False  # some period has a streak going (a match above 0)
+        self.same = 0  # how many calls in a row, ending with the last, have the same key
         self.match = [0] * (MAX_PERIOD + 1)  # per period: positions equal to p calls before
         self.start = [0] * (MAX_PERIOD + 1)  # per period: seq where the streak began
         self.seqs: list[list[int]] = [[] for _ in range(MAX_PERIOD + 1)]
@@ -36,10 +39,21 @@ class Oscillation:
         settings = ev.settings
         assert settings is not None
         key = ev.sig + ev.outcome
-        hist = state.hist
+        hist, keys = state.hist, state.keys
+        # Fast path: a call equal to none of the 2nd..5th calls before it ends every streak
+        # and starts none, whatever the periods' state was; most healthy calls are new.
+        seen = key in keys[-MAX_PERIOD:-1]
+        state.same = state.same + 1 if keys and keys[-1] == key else 1
         hist.append((key, ev.seq, ev.tool or "", settings.polling))
+        keys.append(key)
         if len(hist) > MAX_PERIOD + 1:
-            del hist[0]
+            del hist[0], keys[0]
+        if not seen:
+            if state.live:
+                state.match = [0] * (MAX_PERIOD + 1)
+                state.live = False
+            return
+        state.live = True
         size = len(hist)
         reported = False
         for period in range(MIN_PERIOD, MAX_PERIOD + 1):
@@ -54,11 +68,11 @@ class Oscillation:
                 seqs.clear()
                 seqs.extend(entry[1] for entry in hist[-1 - period : -1])
             add_seq(seqs, ev.seq)
-            if reported or match < period:
-                continue
+            if reported or match < period or state.same >= period:
+                continue  # (the last `period` calls all alike: a repeat, not a cycle)
             block = hist[-period:]
-            keys = [entry[0] for entry in block]
-            if len(set(keys)) < 2 or any(entry[3] for entry in block):
+            block_keys = [entry[0] for entry in block]
+            if len(set(block_keys)) < 2 or any(entry[3] for entry in block):
                 continue  # one call over and over is a repeat; polls are exempt
             if any(state.match[p] >= p for p in range(MIN_PERIOD, period) if period % p == 0):
                 continue  # a shorter period explains it
@@ -69,7 +83,7 @@ class Oscillation:
             if level is None:
                 continue
             reported = True
-            rotation = min(keys[i:] + keys[:i] for i in range(period))
+            rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
             tools = [entry[2] for entry in block]
             names = " -> ".join(tools)
             message = (

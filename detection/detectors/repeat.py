@@ -30,11 +30,20 @@ class Group:
         self.last_new = True
 
 
+#: A call made once so far in its group: (seq, epoch, result digest). Most calls are never
+#: repeated, so their Group (a dict, a list and seven fields) is only built on the second.
+First = tuple[int, int, str]
+
+
+def _group(entry: Group | First | None) -> Group | None:
+    return Group(*entry) if type(entry) is tuple else entry  # type: ignore[arg-type,return-value]
+
+
 class RepeatState:
     __slots__ = ("caps", "fails", "turn")
 
     def __init__(self) -> None:
-        self.turn: dict[str, Group] = {}  # successful calls, this scope
+        self.turn: dict[str, Group | First] = {}  # successful calls, this scope
         self.fails: dict[str, Group] = {}  # failing calls, whole run
         self.caps: dict[str, list[int]] = {}  # sig -> seqs, for tools with max_repeats
 
@@ -81,10 +90,14 @@ class Repeat:
             )  # fmt: skip
 
     def _success(self, state: RepeatState, ev: Event, lane: Lane, out: Reporter) -> None:
-        group = state.turn.get(ev.sig)
-        if group is None or group.epoch != lane.epoch:
-            state.turn[ev.sig] = Group(ev.seq, lane.epoch, ev.rdig)
+        turn = state.turn
+        group = turn.get(ev.sig)
+        if group is not None and type(group) is tuple:
+            group = turn[ev.sig] = Group(*group)
+        if group is None or group.epoch != lane.epoch:  # type: ignore[union-attr]
+            turn[ev.sig] = (ev.seq, lane.epoch, ev.rdig)
             return
+        assert isinstance(group, Group)
         group.calls += 1
         first = group.results.get(ev.rdig)
         threshold = ev.settings.thresholds["repeat"]  # type: ignore[union-attr]
@@ -170,7 +183,7 @@ class Repeat:
         if settings.polling:
             return out
         threshold = settings.thresholds["repeat"]
-        group = state.turn.get(ev.sig)
+        group = _group(state.turn.get(ev.sig))
         if (
             group is not None
             and group.epoch == lane.epoch

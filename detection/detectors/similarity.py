@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..keys import normalize
+from ..keys import DEFAULT_VOLATILE, _normalize
 from .base import Event, Lane, Reporter, add_seq, advice, jaccard, short, words
 
 #: Tools whose result is a fixed acknowledgement, whatever the arguments.
@@ -92,9 +92,13 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
 
 
 def arg_tokens(args: Any, volatile: frozenset[str]) -> frozenset[str]:
-    """Return the tokens of normalised arguments: key path + word / path / number bucket."""
+    """Return the tokens of normalised arguments: key path + word / path / number bucket.
+
+    ``volatile`` is the full key set to drop (a tool's ``ToolSettings.volatile``), on top of
+    keys.DEFAULT_VOLATILE.
+    """
     out: set[str] = set()
-    _tokens(normalize(args, volatile), "", out)
+    _tokens(_normalize(args, volatile | DEFAULT_VOLATILE), "", out)
     return frozenset(out)
 
 
@@ -104,18 +108,47 @@ def result_tokens(result: Any) -> frozenset[str]:
 
 
 class Cluster:
-    __slots__ = ("args", "epoch", "first_seq", "rdigs", "result", "seqs", "sigs")
+    """Calls of one tool with nearly the same arguments and results.
 
-    def __init__(self, ev: Event, args: frozenset[str], result: frozenset[str], epoch: int):
-        self.args, self.result, self.epoch = args, result, epoch
+    Tokens are computed lazily: most clusters are one healthy call that no later call is
+    ever compared with (a new successful edit starts a new epoch, which retires them), so
+    their words are never needed. The cluster keeps the first call's arguments and (the
+    first SHORT_RESULT characters of) its result until then; steps are plain data that
+    nobody changes after observing them.
+    """
+
+    __slots__ = ("_args", "_result", "epoch", "first_seq", "rdigs", "seqs", "sigs", "volatile")
+
+    def __init__(self, ev: Event, epoch: int, volatile: frozenset[str]) -> None:
+        self._args: Any = ev.args  # the call's arguments, until tokenised
+        result = ev.result
+        self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
+        self.volatile = volatile
+        self.epoch = epoch
         self.rdigs = {ev.rdig}
         self.sigs = {ev.sig}
         self.first_seq = ev.seq
         self.seqs = [ev.seq]
 
+    @property
+    def args(self) -> frozenset[str]:
+        if not isinstance(self._args, frozenset):
+            self._args = arg_tokens(self._args, self.volatile)
+        return self._args
+
+    @property
+    def result(self) -> frozenset[str]:
+        if not isinstance(self._result, frozenset):
+            self._result = result_tokens(self._result)
+        return self._result
+
 
 class NearRepeat:
-    """The same tool with nearly the same arguments and nearly the same result."""
+    """The same tool with nearly the same arguments and nearly the same result.
+
+    The engine does not call it for mutating, polling or acknowledgement tools (see
+    ``_skip`` and ``Monitor._plan``).
+    """
 
     name = "near_repeat"
 
@@ -133,10 +166,26 @@ class NearRepeat:
             return
         settings = ev.settings
         assert settings is not None and ev.tool is not None
-        clusters = state.setdefault(ev.tool, [])
+        clusters = state.get(ev.tool)
+        if clusters is None:
+            clusters = state[ev.tool] = []
+        epoch = lane.epoch
+        compare = False  # any cluster of this epoch to compare with?
         for cluster in clusters:
-            if ev.sig in cluster.sigs and cluster.epoch == lane.epoch:
-                return  # an exact repeat: the repeat detector's business
+            if cluster.epoch == epoch:
+                if ev.sig in cluster.sigs:
+                    return  # an exact repeat: the repeat detector's business
+                compare = True
+        if compare and self._match(clusters, ev, epoch, settings, out):
+            return
+        clusters.append(Cluster(ev, epoch, settings.volatile))
+        if len(clusters) > MAX_CLUSTERS:
+            del clusters[0]
+
+    def _match(
+        self, clusters: list[Cluster], ev: Event, epoch: int, settings: Any, out: Reporter
+    ) -> bool:
+        """Join the first cluster of this epoch the call is near to; False when none."""
         args = self._tokens.get(ev.sig)
         if args is None:
             args = arg_tokens(ev.args, settings.volatile)
@@ -145,7 +194,7 @@ class NearRepeat:
             self._tokens[ev.sig] = args
         result: frozenset[str] | None = None
         for cluster in clusters:
-            if cluster.epoch != lane.epoch or jaccard(args, cluster.args) < ARGS_SIMILAR:
+            if cluster.epoch != epoch or jaccard(args, cluster.args) < ARGS_SIMILAR:
                 continue
             if ev.rdig not in cluster.rdigs:
                 if result is None:
@@ -168,12 +217,8 @@ class NearRepeat:
                     "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
                     f"{ev.tool}~{cluster.first_seq}", cluster.seqs, message, secondary=True,
                 )  # fmt: skip
-            return
-        if result is None:
-            result = result_tokens(ev.result)
-        clusters.append(Cluster(ev, args, result, lane.epoch))
-        if len(clusters) > MAX_CLUSTERS:
-            del clusters[0]
+            return True
+        return False
 
 
 READ_WORDS = ("read", "view", "open", "cat", "get_file")
