@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
 
     manage("migrate", "--noinput", "-v", "0", env=env)
     manage("collectstatic", "--noinput", "-v", "0", env=env)
-    if not args.no_demo:
-        manage("seed_demo", *(["--user"] if embedded_db else []), env=env)
     # Nothing else runs yet, so whatever is unfinished was left by a worker that died.
     manage("requeue_stale", "--older-than", "0", env=env)
+    if not args.no_demo:
+        manage("seed_demo", *(["--user"] if embedded_db else []), env=env)
 
     bin_dir = Path(sys.executable).parent
     web = subprocess.Popen(
