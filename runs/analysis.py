@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -20,6 +21,7 @@ MAX_FOLDS = 5000
 MAX_TURNS = 2000
 SEARCH_ARGS_CHARS = 200  # of each distinct argument object
 SEARCH_TEXT_CHARS = 8000  # per run: bounds the tsvector at 100k steps
+NON_WORD = re.compile(r"[\W_]+")  # file names are one token to the parser: split them
 FOLD_MIN = 3  # consecutive no-progress repeats folded into one band
 
 STEP_FIELDS = (
@@ -130,7 +132,9 @@ def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | No
             ]
         )
         Run.objects.filter(pk=run.pk).update(
-            search=SearchVector(Value(f"{run.name} {seen.search_text()}"), config="simple")
+            search=SearchVector(
+                Value(f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}"), config="simple"
+            )
         )
         if run.trace_id:
             finish_trace(run.trace_id)

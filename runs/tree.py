@@ -151,6 +151,7 @@ class Row:
     children: list[Row] | None  # rendered open; None = load on expand
     more_offset: int | None = None  # for the children list
     hue: int | None = None
+    chain_start: bool = False  # a direct child of its parent: a new branch begins here
 
     @property
     def expandable(self) -> bool:
@@ -172,6 +173,7 @@ def rows_for(
 def _rows(run: Run, index: TreeIndex, seqs: list[int], budget: list[int], open_flagged: bool):
     budget[0] -= len(seqs)
     steps = {s.seq: s for s in step_rows(run).filter(seq__in=seqs)}
+    parents = {child for seq in seqs for child in index.nodes[seq].children}
     rows = []
     for seq in seqs:
         node = index.nodes[seq]
@@ -186,6 +188,7 @@ def _rows(run: Run, index: TreeIndex, seqs: list[int], budget: list[int], open_f
                 step=steps.get(seq),
                 children=children,
                 hue=hue(node.call_sig) if repeated else None,
+                chain_start=seq not in parents,
             )
         )
     return rows

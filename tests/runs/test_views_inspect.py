@@ -333,3 +333,12 @@ def test_trace_content_is_escaped_on_the_new_pages(client_in, staff, project, pr
     for url in urls:
         html = html_of(client_in.get(url))
         assert "<script>alert" not in html, url
+
+
+def test_the_admin_links_to_threshold_tuning(client, db):
+    from django.contrib.auth import get_user_model
+
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    client.force_login(admin)
+    html = html_of(client.get("/admin/"))
+    assert f'href="{reverse("runs:tuning_index")}"' in html
