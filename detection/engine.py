@@ -290,7 +290,12 @@ class Monitor:
         ev = self._ev
         ev.seq, ev.tool, ev.sig, ev.rdig = step.seq, tool, sig, rdig
         ev.outcome, ev.status = ("!error", "error") if error else (rdig, "ok")
-        ev.settings, ev.args, ev.result, ev.batch_id = settings, step.args, step.result, step.batch_id
+        ev.settings, ev.args, ev.result, ev.batch_id = (
+            settings,
+            step.args,
+            step.result,
+            step.batch_id,
+        )
         ev.repeat_of, ev.group_count, ev.in_cycle = None, 1, False
         if plan.mutating and not error and sig not in lane.mutations:
             lane.mutations.add(sig)

@@ -32,7 +32,11 @@ new successful call re-arms checks after it), matched case-insensitively:
 edit/write/patch/replace/insert tools (``Edit``, ``MultiEdit``, ``Write``, ``NotebookEdit``,
 ``str_replace*``, ``apply_patch``, ``edit_file``, ``write_file``, ``create_file``...),
 shells (``bash``, ``Bash``, ``*__bash``, ``shell``, ``run``, ``execute_command``, ``terminal``...)
-and deletes/moves (``delete*``, ``remove*``, ``rm``, ``mv``, ``move*``). No tool is ``polling``
+and deletes/moves (``delete*``, ``remove*``, ``rm``, ``mv``, ``move*``). Interpreters
+(``run_ipython``, ``ipython``, ``python``) are *not* mutating by default: agents use them
+as much to read as to write (OpenHands' ``open_file`` and ``search_dir`` run through
+``run_ipython``), so they get the ordinary repeat thresholds; a project that uses one to
+change things declares it (``[tools.run_ipython] mutating = true``). No tool is ``polling``
 by default: a status poll that returns the same answer again and again *is* a loop unless the
 project says the tool is a poll.
 """
@@ -82,7 +86,7 @@ MUTATING_PATTERNS: tuple[str, ...] = (
     "create_file", "*__create*", "replace", "*_replace*",
     "bash", "*__bash", "*_bash", "shell", "*_shell", "shell_*", "*__shell*",
     "run", "run_command", "run_shell*", "execute_command", "exec", "exec_command",
-    "terminal", "*__terminal*", "run_ipython", "ipython", "python",
+    "terminal", "*__terminal*",
     "delete*", "*_delete*", "*__delete*", "remove*", "*_remove*", "rm", "mv", "move*",
     "rename*", "mkdir",
 )  # fmt: skip

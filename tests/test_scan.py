@@ -86,3 +86,34 @@ def test_scan_loads_no_django():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.stdout.splitlines()[-1] == "0 False"
+
+
+def _ipython_run(path):
+    """An OpenHands-style run: reads and a failing edit, all through run_ipython."""
+    edit = "edit_file_by_replace('/workspace/src/app.tsx', to_replace='const A', new_content='B')"
+    error = "[No exact match found in /workspace/src/app.tsx for 'const A']"
+    calls = [
+        ("open_file('/workspace/src/app.tsx')", "[File: /workspace/src/app.tsx (120 lines)]", "ok"),
+        ("search_dir('const A', '/workspace/src')", "[Found 1 matches for 'const A']", "ok"),
+        (edit, error, "error"),
+        (edit, error, "error"),  # the same failure twice in a row
+        ("open_file('/workspace/src/app.tsx', 40)", "[File: /workspace/src/app.tsx]", "ok"),
+    ]
+    lines = [{"type": "message", "role": "user", "content": "Fix the viewer."}]
+    for code, result, status in calls:
+        lines.append(
+            {"type": "tool_call", "tool": "run_ipython", "args": {"code": code}, "result": result,
+             "status": status}
+        )  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_interpreters_get_ordinary_thresholds_unless_the_policy_says_mutating(capsys, tmp_path):
+    run = _ipython_run(tmp_path / "ipython.jsonl")
+    code, out, _ = run_scan(capsys, run)  # one failure repeated once: below repeat's warn
+    assert code == 0 and out.startswith("OK"), out
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[tools.run_ipython]\nmutating = true\n")
+    code, out, _ = run_scan(capsys, "--policy", policy, run)
+    assert code == 1 and out.startswith("WARN") and "mutating_failure" in out, out

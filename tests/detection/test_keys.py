@@ -103,3 +103,15 @@ def test_detection_imports_without_django_celery_or_runs():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_fast_digest_equals_digest_of_normalized_for_path_like_strings():
+    """The fast path hashes paths as they are unless normpath would change them."""
+    import itertools
+
+    pieces = ["/", ".", "a", ":", " ", "{"]
+    for size in range(1, 5):
+        for combo in itertools.product(pieces, repeat=size):
+            text = "".join(combo)
+            for value in (text, {"p": text}, [text, {"q": text + "/b"}]):
+                assert value_digest(value) == digest(normalize(value)), value

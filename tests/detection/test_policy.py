@@ -117,6 +117,13 @@ def test_read_only_tools_are_not_mutating(tool):
     assert not Policy().for_tool(tool).mutating
 
 
+@pytest.mark.parametrize("tool", ["run_ipython", "ipython", "python", "IPython"])
+def test_interpreters_are_not_mutating_unless_declared(tool):
+    assert not Policy().for_tool(tool).mutating
+    declared = Policy.from_dict({"tools": {tool: {"mutating": True}}}).for_tool(tool)
+    assert declared.mutating and declared.mutating_rule == f'tools."{tool}"'
+
+
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
