@@ -146,18 +146,48 @@ def digest(value: Any) -> str:
     return xxhash.xxh3_64_hexdigest(_encode(value))
 
 
+#: value_digest remembers the digests of short encodings (loops repeat the same arguments and
+#: results), per volatile key set; each memo is cleared when full, so memory stays bounded.
+_MEMO_MAX = 4096
+_MEMO_SIZE = 512  # only values whose text/encoding is shorter than this are remembered
+_memos: dict[frozenset[str], dict[Any, str]] = {}
+
+
+def clear_memo() -> None:
+    """Forget remembered digests (benchmarks start each job cold with this)."""
+    _memos.clear()
+
+
 def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str:
     """Return digest(normalize(value)) with ``volatile`` as the full key set, fast.
 
     Equal to ``digest(normalize(value))`` by construction: most arguments are already
-    canonical once sorted, which a single C-level scan of their encoding proves.
+    canonical once sorted, which a single C-level scan of their encoding proves. Short
+    values seen recently are answered from a memo (keyed by the text or the encoding).
     """
+    memo = _memos.get(volatile)
+    if memo is None:
+        if len(_memos) >= 256:
+            _memos.clear()
+        memo = _memos[volatile] = {}
     if isinstance(value, str):
-        return xxhash.xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
-    raw = _encode(value)
-    if _needs_work(volatile).search(raw) is None:
-        return xxhash.xxh3_64_hexdigest(raw)
-    return xxhash.xxh3_64_hexdigest(_encode(_normalize(value, volatile)))
+        key: Any = value
+        if len(value) < _MEMO_SIZE and (known := memo.get(value)) is not None:
+            return known
+        result = xxhash.xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
+    else:
+        key = raw = _encode(value)
+        if len(raw) < _MEMO_SIZE and (known := memo.get(raw)) is not None:
+            return known
+        if _needs_work(volatile).search(raw) is None:
+            result = xxhash.xxh3_64_hexdigest(raw)
+        else:
+            result = xxhash.xxh3_64_hexdigest(_encode(_normalize(value, volatile)))
+    if len(key) < _MEMO_SIZE:
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key] = result
+    return result
 
 
 def _volatile_set(volatile: Iterable[str]) -> frozenset[str]:
