@@ -285,14 +285,13 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
         trace_ids = sorted(set(pending.values_list("trace_id", flat=True)))
     if not trace_ids:
         return []
-    volatile = ingest._project_volatile(project)
+    policy = project.policy()
     decoded: dict[int, tuple[str, Any]] = {}
     run_ids: list[int] = []
     for trace_id in trace_ids:
-        run_id = _assemble_one(project, trace_id, decoded, volatile)
+        run_id = _assemble_one(project, trace_id, decoded, policy)
         if run_id is not None:
             run_ids.append(run_id)
-    policy = project.policy()
     for run_id in run_ids:
         analysis.analyze_run(run_id, policy)
     _finish_batches(project_id, trace_ids)
@@ -306,7 +305,10 @@ def _lock_key(project_id: int, trace_id: str) -> int:
 
 
 def _assemble_one(
-    project: Project, trace_id: str, decoded: dict[int, tuple[str, Any]], volatile: frozenset
+    project: Project,
+    trace_id: str,
+    decoded: dict[int, tuple[str, Any]],
+    policy: detection.Policy,
 ) -> int | None:
     """Build (or rebuild) the run of one OTLP trace id from all its buffered spans."""
     with transaction.atomic():
@@ -332,7 +334,7 @@ def _assemble_one(
             return None
         parsed.id = trace_id
         root_batch = next((g.batch_id for g in groups if g.has_root), groups[0].batch_id)
-        run = _write_run(project, parsed, existing, root_batch, volatile)
+        run = _write_run(project, parsed, existing, root_batch, policy)
         OtlpSpanGroup.objects.filter(pk__in=[g.pk for g in groups]).update(
             assembled=True, run=run
         )
@@ -340,13 +342,17 @@ def _assemble_one(
 
 
 def _write_run(
-    project: Project, parsed: detection.Run, run_id: int | None, batch_id: int, volatile
+    project: Project,
+    parsed: detection.Run,
+    run_id: int | None,
+    batch_id: int,
+    policy: detection.Policy,
 ) -> Run:
     """Insert the run, or replace the steps of the existing one (same id, analyzed again)."""
     batch = Trace(pk=batch_id)
     if run_id is None or not Run.objects.filter(pk=run_id).exists():
-        return ingest.store_run(project, parsed, trace=batch, volatile=volatile)
-    fresh = ingest.store_run(project, parsed, trace=batch, volatile=volatile)
+        return ingest.store_run(project, parsed, trace=batch, policy=policy)
+    fresh = ingest.store_run(project, parsed, trace=batch, policy=policy)
     # Keep the old id: move the fresh run's steps over, copy its columns, drop the fresh row.
     Step.objects.filter(run_id=run_id).delete()
     Step.objects.filter(run_id=fresh.pk).update(run_id=run_id)
