@@ -1,0 +1,290 @@
+"""OTLP ingest benchmark: spans in over OTLP/HTTP until every run is stored *and analyzed*.
+
+    .venv/bin/python bench/bench_ingest.py --runs 1000            # 50,000 spans
+    .venv/bin/python bench/bench_ingest.py --runs 4000            # 200,000 spans
+    .venv/bin/python bench/bench_ingest.py --url http://HOST:8000 --key lb_... --dsn postgres://...
+
+Generates the runs with /work/shared/bench/gen_traces.py (protobuf batches of 500 spans, 50
+spans per run), starts its own loopboard (gunicorn + Celery worker, like `loopboard serve`)
+against a scratch database (real PostgreSQL on 127.0.0.1:5432 and Redis on 6379 when they
+answer, else the embedded ones), sends the batches from 2 connections, and polls the database
+until every run has a verdict. Meanwhile it samples the run page's and `GET /api/runs/{id}`'s
+latency and the RSS of the web and worker process trees. Prints one JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+GEN = Path(os.environ.get("GEN_TRACES", "/work/shared/bench/gen_traces.py"))
+PG = "postgres://postgres@127.0.0.1:5432"
+REDIS = ("127.0.0.1", 6379)
+USER, PASSWORD = "bench", "bench-password-1"
+
+
+def answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def generate(runs: int, steps: int, out: Path) -> dict:
+    stats = out / "stats.json"
+    subprocess.run(
+        [sys.executable, str(GEN), "--runs", str(runs), "--steps", str(steps),
+         "--batch-spans", "500", "--base-time", "now", "--otlp-proto", str(out / "batches"),
+         "--stats", str(stats)],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    return json.loads(stats.read_text())
+
+
+class Server:
+    """A scratch database plus gunicorn and a Celery worker, like `loopboard serve`."""
+
+    def __init__(self, web_workers: int, worker_concurrency: int) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ, DJANGO_SETTINGS_MODULE="loopboard.settings",
+                        SECRET_KEY="bench-only", LOOPBOARD_API_RATE="100000",
+                        LOOPBOARD_API_BURST="100000", LOOPBOARD_OTLP_ROOT_GRACE="1",
+                        LOOPBOARD_OTLP_QUIET_SECONDS="10", LOG_LEVEL="WARNING")  # fmt: skip
+        self.web_workers, self.concurrency = web_workers, worker_concurrency
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        if answers("127.0.0.1", 5432):
+            name = f"loopboard_bench_{os.getpid()}"
+            with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")
+                conn.execute(f"CREATE DATABASE {name}")
+            self.env["DATABASE_URL"] = f"{PG}/{name}"
+            self.scratch = name
+        else:
+            self.scratch = None  # embedded PostgreSQL (var/pg), its default database
+        if answers(*REDIS):
+            self.env["CELERY_BROKER_URL"] = "redis://127.0.0.1:6379/9"
+            subprocess.run(["redis-cli", "-n", "9", "flushdb"], stdout=subprocess.DEVNULL)
+        manage = [sys.executable, str(ROOT / "manage.py")]
+        subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=self.env, check=True)
+        script = (
+            "from django.contrib.auth import get_user_model;"
+            "from runs.models import Project, Membership, ApiKey;"
+            "p,_=Project.objects.get_or_create(slug='bench', defaults={'name':'Bench'});"
+            f"u=get_user_model().objects.filter(username='{USER}').first() or "
+            f"get_user_model().objects.create_user('{USER}', password='{PASSWORD}');"
+            "Membership.objects.get_or_create(project=p, user=u);"
+            "print(ApiKey.issue(p, 'bench')[1])"
+        )
+        out = subprocess.run([*manage, "shell", "-c", script], env=self.env, check=True,
+                             capture_output=True, text=True)  # fmt: skip
+        self.key = out.stdout.strip().splitlines()[-1]
+        self.dsn = self._dsn()
+        bin_dir = Path(sys.executable).parent
+        log = open(ROOT / "var" / "bench-ingest.log", "wb")  # noqa: SIM115
+        self.web = subprocess.Popen(
+            [str(bin_dir / "gunicorn"), "loopboard.wsgi", "--bind", f"127.0.0.1:{self.port}",
+             "--workers", str(self.web_workers), "--threads", "2", "--timeout", "120"],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.worker = subprocess.Popen(
+            [str(bin_dir / "celery"), "-A", "loopboard.celery", "worker", "--loglevel",
+             "WARNING", "--concurrency", str(self.concurrency), "--without-gossip",
+             "--without-mingle"],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.procs = [self.web, self.worker]
+        for _ in range(100):
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit("the web server did not come up; see var/bench-ingest.log")
+
+    def _dsn(self) -> str:
+        if self.env.get("DATABASE_URL"):
+            return self.env["DATABASE_URL"]
+        script = (
+            "from django.db import connection as c; s=c.settings_dict;"
+            "print(s['HOST'], s['PORT'] or 5432, s['NAME'], s['USER'])"
+        )
+        out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script],
+                             env=self.env, check=True, capture_output=True, text=True)  # fmt: skip
+        host, port, name, user = out.stdout.strip().splitlines()[-1].split()
+        return f"host={host} port={port} dbname={name} user={user}"
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if self.scratch:
+            with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.scratch} WITH (FORCE)")
+
+
+def tree_rss(pid: int) -> int:
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def send(url: str, key: str, files: list[Path], connections: int = 2) -> float:
+    """POST the protobuf batches from `connections` keep-alive connections; return seconds."""
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
+    chunks = [files[i::connections] for i in range(connections)]
+
+    def one(paths: list[Path]) -> None:
+        with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
+            for path in paths:
+                response = client.post("/v1/traces", content=path.read_bytes())
+                if response.status_code != 200:
+                    raise RuntimeError(f"{path.name}: {response.status_code} {response.text}")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(one, chunks))
+    return time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=24, help="tool steps per run (2*S+2 spans)")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--worker-concurrency", type=int, default=2)
+    parser.add_argument("--url", help="use a running loopboard (with --key and --dsn)")
+    parser.add_argument("--key")
+    parser.add_argument("--dsn", help="its database, to see when the runs are analyzed")
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    server = None
+    try:
+        generated = generate(args.runs, args.steps, tmp)
+        files = sorted((tmp / "batches").iterdir())
+        if args.url:
+            url, key, dsn, pids = args.url, args.key, args.dsn, {}
+        else:
+            server = Server(args.web_workers, args.worker_concurrency)
+            server.start()
+            url, key, dsn = server.url, server.key, server.dsn
+            pids = {"web": server.web.pid, "worker": server.worker.pid}
+        peak = dict.fromkeys(pids, 0)
+        latencies: dict[str, list[float]] = {"run_page": [], "api_run": []}
+        done = threading.Event()
+
+        def watch() -> None:
+            page = httpx.Client(base_url=url, timeout=30)
+            page.get("/accounts/login/")
+            page.post("/accounts/login/", data={
+                "username": USER, "password": PASSWORD,
+                "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})  # fmt: skip
+            api = httpx.Client(base_url=url, timeout=30,
+                               headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+            while not done.is_set():
+                for name, pid in pids.items():
+                    peak[name] = max(peak[name], tree_rss(pid))
+                items = api.get("/api/runs?limit=1").json().get("items", [])
+                if items:
+                    run_id = items[0]["id"]
+                    t = time.perf_counter()
+                    if page.get(f"/runs/{run_id}/").status_code == 200:
+                        latencies["run_page"].append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    if api.get(f"/api/runs/{run_id}").status_code == 200:
+                        latencies["api_run"].append(time.perf_counter() - t)
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        started = time.perf_counter()
+        watcher.start()
+        send_seconds = send(url, key, files)
+        stored_at = analyzed_at = None
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while time.perf_counter() - started < args.timeout:
+                total, pending = conn.execute(
+                    "SELECT count(*), count(*) FILTER (WHERE verdict = 'pending') FROM runs_run"
+                ).fetchone()
+                if total >= args.runs and stored_at is None:
+                    stored_at = time.perf_counter() - started
+                if total >= args.runs and pending == 0:
+                    analyzed_at = time.perf_counter() - started
+                    break
+                time.sleep(0.2)
+            verdicts = dict(conn.execute("SELECT verdict, count(*) FROM runs_run GROUP BY 1"))
+        done.set()
+        watcher.join(timeout=10)
+        spans = generated["spans"]
+        elapsed = analyzed_at or (time.perf_counter() - started)
+
+        def ms(values: list[float]) -> dict:
+            if not values:
+                return {}
+            values = sorted(values)
+            return {"n": len(values), "median_ms": round(statistics.median(values) * 1000, 1),
+                    "p95_ms": round(values[int(len(values) * 0.95) - 1] * 1000, 1),
+                    "max_ms": round(values[-1] * 1000, 1)}  # fmt: skip
+
+        summary = {
+            "runs": args.runs,
+            "spans": spans,
+            "batches": len(files),
+            "send_seconds": round(send_seconds, 2),
+            "all_stored_seconds": round(stored_at, 2) if stored_at else None,
+            "all_analyzed_seconds": round(analyzed_at, 2) if analyzed_at else None,
+            "spans_per_second": round(spans / elapsed),
+            "runs_per_second": round(args.runs / elapsed, 1),
+            "verdicts": verdicts,
+            "truth": generated.get("patterns"),
+            "peak_rss_mb": {k: round(v / 2**20) for k, v in peak.items()},
+            "latency_during_load": {k: ms(v) for k, v in latencies.items()},
+            "web_workers": args.web_workers,
+            "worker_concurrency": args.worker_concurrency,
+        }
+        print(json.dumps(summary, indent=2))
+        return 0 if analyzed_at else 1
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
