@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Q, TextField
+from django.db.models import Count, Func, Q, TextField
 from django.db.models.functions import Cast, Left
 
 from .models import Finding, LedgerRow, Run, Step
@@ -21,6 +21,13 @@ ROWS_PER_PAGE = 120  # a few screens; more come with htmx
 UNFOLD_PAGE = 150
 PREVIEW_CHARS = 600  # of args / result / text, cut in the database
 GAP_SECONDS = 30  # show "… later" between rows further apart than this
+
+class JsonText(Func):
+    """A jsonb value as text: a JSON string as its plain text (newlines kept), else JSON."""
+
+    template = "(%(expressions)s #>> '{}')"
+    output_field = TextField()
+
 
 # What each detector means, in the words a person reads in the findings panel.
 DETECTOR_TITLES = {
@@ -126,7 +133,7 @@ def step_rows(run: Run):
         )
         .annotate(
             args_preview=Left(Cast("args", TextField()), PREVIEW_CHARS),
-            result_preview=Left(Cast("result", TextField()), PREVIEW_CHARS),
+            result_preview=Left(JsonText("result"), PREVIEW_CHARS),
             text_preview=Left("text", PREVIEW_CHARS),
         )
         .order_by("seq")
