@@ -31,10 +31,12 @@ def _encoding_for_reply(request: HttpRequest) -> str:
 
 def _reply(message, encoding: str, status: int = 200) -> HttpResponse:  # type: ignore[no-untyped-def]
     if encoding == "json":
-        return HttpResponse(MessageToJson(message, indent=None), status=status,
-                            content_type=otlp_ingest.JSON)
-    return HttpResponse(message.SerializeToString(), status=status,
-                        content_type=otlp_ingest.PROTOBUF)
+        return HttpResponse(
+            MessageToJson(message, indent=None), status=status, content_type=otlp_ingest.JSON
+        )
+    return HttpResponse(
+        message.SerializeToString(), status=status, content_type=otlp_ingest.PROTOBUF
+    )
 
 
 def rpc_status(code: int, message: str) -> bytes:
@@ -47,11 +49,15 @@ def rpc_status(code: int, message: str) -> bytes:
 def _error(message: str, status: int, encoding: str, **headers: str) -> HttpResponse:
     code = RPC_CODES.get(status, 2)
     if encoding == "json":
-        response = HttpResponse(json.dumps({"code": code, "message": message}), status=status,
-                                content_type=otlp_ingest.JSON)
+        response = HttpResponse(
+            json.dumps({"code": code, "message": message}),
+            status=status,
+            content_type=otlp_ingest.JSON,
+        )
     else:
-        response = HttpResponse(rpc_status(code, message), status=status,
-                                content_type=otlp_ingest.PROTOBUF)
+        response = HttpResponse(
+            rpc_status(code, message), status=status, content_type=otlp_ingest.PROTOBUF
+        )
     for name, value in headers.items():
         response[name] = value
     return response

@@ -118,7 +118,7 @@ def decode(body: bytes, encoding: str) -> Any:
             f"the JSON body nests deeper than {settings.LOOPBOARD_MAX_JSON_DEPTH} levels"
         )
     if not isinstance(data, dict) or not isinstance(data.get("resourceSpans", []), list):
-        raise OtlpError("expected an ExportTraceServiceRequest: {\"resourceSpans\": [...]}")
+        raise OtlpError('expected an ExportTraceServiceRequest: {"resourceSpans": [...]}')
     return data
 
 
@@ -274,9 +274,7 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
             if root:
                 has_root.add(trace_id)
         now = timezone.now()
-        later = sorted(
-            t for t, at in latest.items() if now - at < window and t not in has_root
-        )
+        later = sorted(t for t, at in latest.items() if now - at < window and t not in has_root)
         if later:
             wait = max(1.0, (window - (now - min(latest[t] for t in later))).total_seconds())
             tasks.assemble_otlp.apply_async((project_id, later, True), countdown=wait)
@@ -335,9 +333,7 @@ def _assemble_one(
         parsed.id = trace_id
         root_batch = next((g.batch_id for g in groups if g.has_root), groups[0].batch_id)
         run = _write_run(project, parsed, existing, root_batch, policy)
-        OtlpSpanGroup.objects.filter(pk__in=[g.pk for g in groups]).update(
-            assembled=True, run=run
-        )
+        OtlpSpanGroup.objects.filter(pk__in=[g.pk for g in groups]).update(assembled=True, run=run)
         return run.pk
 
 
@@ -467,7 +463,9 @@ def _any_value(value: Any) -> Any:
             if key == "arrayValue":
                 return [_any_value(v) for v in (inner or {}).get("values", [])]
             if key == "kvlistValue":
-                return {kv["key"]: _any_value(kv.get("value", {})) for kv in inner.get("values", [])}
+                return {
+                    kv["key"]: _any_value(kv.get("value", {})) for kv in inner.get("values", [])
+                }
             if key == "intValue":
                 return int(inner)
             return inner

@@ -28,8 +28,10 @@ def validated(data: dict) -> dict:
                 raise ValueError(f"{where}.{key}: expected a number from 0 to {INT_LIMIT}")
         for name, sub in (table.get("detectors") or {}).items():
             for key, value in sub.items():
-                if isinstance(value, int) and not isinstance(value, bool) and not (
-                    0 <= value <= INT_LIMIT
+                if (
+                    isinstance(value, int)
+                    and not isinstance(value, bool)
+                    and not (0 <= value <= INT_LIMIT)
                 ):
                     raise ValueError(f"{where}.detectors.{name}.{key}: out of range")
     return canonical
