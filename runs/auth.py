@@ -17,6 +17,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
+from .importers.base import json_depth_ok as json_depth  # noqa: F401 - used by the API
 from .models import ApiKey, Project
 
 API_PREFIXES = ("/api/", "/v1/")
@@ -138,17 +139,3 @@ class BodyLimitMiddleware:
                     status=413,
                 )
         return self.get_response(request)
-
-
-def json_depth(value: object, limit: int) -> bool:
-    """Return whether a parsed JSON value nests no deeper than `limit` (iteratively)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return False
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return True

@@ -47,43 +47,35 @@ def worker_env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
+def start_worker(log=subprocess.DEVNULL, **env: str) -> subprocess.Popen:
+    """Start `celery worker` as its own process against the test database."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
+         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT, env=worker_env(**env), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @pytest.fixture
 def worker():
-    """Start `celery worker` as its own process against the test database; stop it after."""
-    env = worker_env(LOOPBOARD_STALE_SECONDS="5")
+    """A worker process for one test, its log in var/test-worker.log."""
     log = ROOT / "var" / "test-worker.log"
     log.parent.mkdir(exist_ok=True)
     with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "loopboard.celery",
-                "worker",
-                "--pool",
-                "solo",
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        process = start_worker(out, LOOPBOARD_STALE_SECONDS="5")
         try:
             yield process
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_worker(process)
 
 
 def wait_for(trace: Trace, status: str, timeout: float = 60) -> Trace:
@@ -122,31 +114,9 @@ def test_a_trace_left_behind_by_a_dead_worker_is_picked_up_when_a_worker_starts(
     stale = timezone.now() - timedelta(minutes=30)
     Trace.objects.filter(pk=trace.pk).update(updated_at=stale)
     # A new worker requeues what is stale when it starts.
-    env = worker_env(LOOPBOARD_STALE_SECONDS="60")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "loopboard.celery",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_worker(LOOPBOARD_STALE_SECONDS="60")
     try:
         wait_for(trace, Trace.Status.ANALYZED)
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_worker(process)
     assert trace.runs.get().verdict == "ok"
