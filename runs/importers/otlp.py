@@ -450,6 +450,16 @@ def _llm_step(span: Span, step: Step, limits: Limits) -> None:
 # --- grouping spans into runs
 
 
+def _run_name(run: Run) -> str:
+    """Name a run after its agent (or root span) and a short id, e.g. "researcher · 2e2d5a87"."""
+    label = run.metadata.get("agent")
+    if not label:
+        root = next((s for s in run.steps if s.parent_id is None and s.kind == "system"), None)
+        label = root.text if root is not None else ""
+    label = str(label or "").strip()[:120]
+    return f"{label} · {run.id[:12]}" if label else run.id
+
+
 class Collector:
     """Gathers spans (from any number of requests) and builds the runs at the end."""
 
@@ -538,6 +548,7 @@ class Collector:
                 )
         for run in runs.values():
             self._order(run)
+            run.name = _run_name(run)
         return list(runs.values())
 
     def _order(self, run: Run) -> None:

@@ -129,6 +129,9 @@ def check_runs(runs):
     )
     assert read.batch_id == llm.id and agent.parent_id is None
     assert second.id != first.id  # no session attribute: the run is its trace
+    # Runs are named after their agent, or else their root span, plus a short id.
+    assert first.name == "bot · conv-1"
+    assert second.name == f"agent · {second.id[:12]}"
 
 
 def test_protobuf_export_from_the_sdk(request_pb):
