@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from ..keys import DEFAULT_VOLATILE, _normalize
+from ..keys import _normalize, _normalize_str
 from .base import Event, Lane, Reporter, add_seq, advice, jaccard, short, words
 
 #: Tools whose result is a fixed acknowledgement, whatever the arguments.
@@ -91,14 +91,40 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
         out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
 
 
+def _arg_tokens(value: Any, prefix: str, out: set[str], depth: int, volatile: frozenset[str]):
+    """``_tokens(keys._normalize(value, volatile), prefix, out, depth)`` in one pass.
+
+    Normalising first would sort and copy every dict only for the tokens to ignore the
+    order; here each part is normalised as it is reached, and parts below the depth limit
+    are not normalised at all.
+    """
+    if isinstance(value, str):
+        value = _normalize_str(value, volatile)  # may be parsed JSON, already normalised
+        _tokens(value, prefix, out, depth)
+    elif isinstance(value, dict):
+        if depth < 4:
+            if not all(type(key) is str for key in value):
+                _tokens(_normalize(value, volatile), prefix, out, depth)  # str(key) may collide
+                return
+            for key, item in value.items():
+                if key not in volatile:
+                    _arg_tokens(item, f"{prefix}{key}.", out, depth + 1, volatile)
+    elif isinstance(value, list | tuple):
+        if depth < 4:
+            for item in value[:50]:
+                _arg_tokens(item, prefix, out, depth + 1, volatile)
+    else:
+        _tokens(value, prefix, out, depth)
+
+
 def arg_tokens(args: Any, volatile: frozenset[str]) -> frozenset[str]:
     """Return the tokens of normalised arguments: key path + word / path / number bucket.
 
-    ``volatile`` is the full key set to drop (a tool's ``ToolSettings.volatile``), on top of
-    keys.DEFAULT_VOLATILE.
+    ``volatile`` is the full set of keys to drop (a tool's ``ToolSettings.volatile``, which
+    holds keys.DEFAULT_VOLATILE).
     """
     out: set[str] = set()
-    _tokens(_normalize(args, volatile | DEFAULT_VOLATILE), "", out)
+    _arg_tokens(args, "", out, 0, volatile)
     return frozenset(out)
 
 
