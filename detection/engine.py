@@ -38,10 +38,13 @@ SERIES_POINTS = 200
 class _Plan:
     """What the core loop needs about one tool, resolved once (see ``Monitor._plan``)."""
 
-    __slots__ = ("mutating", "observers", "prefix", "quota", "settings", "volatile")
+    __slots__ = ("mutating", "observers", "prefix", "quiet", "quota", "settings", "volatile")
 
-    def __init__(self, settings: ToolSettings, observers: tuple[tuple[str, Any], ...]) -> None:
+    def __init__(
+        self, settings: ToolSettings, quiet: bool, observers: tuple[tuple[str, Any], ...]
+    ) -> None:
         self.settings = settings
+        self.quiet = quiet  # mutating, polling or an acknowledgement: no similarity checks
         self.prefix = settings.tool + ":"
         self.volatile = settings.volatile
         self.mutating = settings.mutating
@@ -164,7 +167,7 @@ class Monitor:
                 if name not in skip
                 and (settings.thresholds[name].enabled or name == "message_loop")
             )
-            plan = _Plan(settings, observers)
+            plan = _Plan(settings, quiet, observers)
             if len(self._plans) < 10_000:
                 self._plans[tool] = plan
         return plan
@@ -259,7 +262,11 @@ class Monitor:
         moment = step.ended_at if step.ended_at is not None else step.started_at
         if moment is not None:
             self._time = moment
-        lane = self._lane_for(step, move)
+        if step.parent_id is None and step.id is None and None in self._lanes:
+            lane = self._lanes[None]  # a linear run: one path, nothing to record
+            self._current = None
+        else:
+            lane = self._lane_for(step, move)
         kind = step.kind
         if kind == "tool_call":
             self._tool_call(step, lane)
@@ -297,6 +304,7 @@ class Monitor:
             step.batch_id,
         )
         ev.repeat_of, ev.group_count, ev.in_cycle = None, 1, False
+        ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:
             lane.mutations.add(sig)
             lane.epoch += 1  # the world changed: later repeats are re-checks

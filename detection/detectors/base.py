@@ -33,6 +33,7 @@ class Event:
     repeat_of: int | None = None  # set by the repeat detector, read by the ledger
     group_count: int = 1
     in_cycle: bool = False  # set by oscillation: the repeat detector leaves it to the cycle
+    quiet: bool | None = None  # the engine's answer to similarity._skip, known per tool
 
 
 class Lane:

@@ -21,6 +21,8 @@ SHORT_RESULT = 4000
 
 
 def _skip(ev: Event) -> bool:
+    if ev.quiet is not None:
+        return ev.quiet
     settings = ev.settings
     return (
         settings is None
