@@ -9,7 +9,9 @@ spans per run), starts its own loopboard (gunicorn + Celery worker, like `loopbo
 against a scratch database (real PostgreSQL on 127.0.0.1:5432 and Redis on 6379 when they
 answer, else the embedded ones), sends the batches from 2 connections, and polls the database
 until every run has a verdict. Meanwhile it samples the run page's and `GET /api/runs/{id}`'s
-latency and the RSS of the web and worker process trees. Prints one JSON summary.
+latency and the RSS of the web and worker process trees. Prints a JSON summary and a table
+side by side with Arize Phoenix's numbers from /work/shared/bench/README.md. The Redis
+database it uses (and flushes) is BENCH_REDIS_DB (default 9).
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ class Server:
         self.env = dict(os.environ, DJANGO_SETTINGS_MODULE="loopboard.settings",
                         SECRET_KEY="bench-only", LOOPBOARD_API_RATE="100000",
                         LOOPBOARD_API_BURST="100000", LOOPBOARD_OTLP_ROOT_GRACE="1",
-                        LOOPBOARD_OTLP_QUIET_SECONDS="10", LOG_LEVEL="WARNING")  # fmt: skip
+                        LOOPBOARD_OTLP_QUIET_SECONDS="10", LOG_LEVEL="WARNING",
+                        # plain http on 127.0.0.1: secure-only cookies would never come back,
+                        # and the run page would answer the login redirect forever
+                        SECURE_COOKIES="0")  # fmt: skip
         self.web_workers, self.concurrency = web_workers, worker_concurrency
         self.procs: list[subprocess.Popen] = []
 
@@ -88,8 +93,9 @@ class Server:
         else:
             self.scratch = None  # embedded PostgreSQL (var/pg), its default database
         if answers(*REDIS):
-            self.env["CELERY_BROKER_URL"] = "redis://127.0.0.1:6379/9"
-            subprocess.run(["redis-cli", "-n", "9", "flushdb"], stdout=subprocess.DEVNULL)
+            db = os.environ.get("BENCH_REDIS_DB", "9")
+            self.env["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{db}"
+            subprocess.run(["redis-cli", "-n", db, "flushdb"], stdout=subprocess.DEVNULL)
         manage = [sys.executable, str(ROOT / "manage.py")]
         subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=self.env, check=True)
         script = (
@@ -179,6 +185,67 @@ def send(url: str, key: str, files: list[Path], connections: int = 2) -> float:
     return time.perf_counter() - started
 
 
+def login(url: str) -> httpx.Client:
+    """Return a client logged in to the web pages (login form with its CSRF token)."""
+    page = httpx.Client(base_url=url, timeout=30)
+    page.get("/accounts/login/")
+    response = page.post("/accounts/login/", data={
+        "username": USER, "password": PASSWORD,
+        "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})  # fmt: skip
+    if response.status_code != 302:
+        raise RuntimeError(f"login failed: {response.status_code}")
+    for cookie in page.cookies.jar:  # a server with secure cookies, reached over http
+        cookie.secure = False
+    return page
+
+
+PHOENIX = {"name": "Arize Phoenix 20.26", "spans_per_second": 200,
+           "note": "stored only, no loop analysis; 50k spans in 240-310 s, 200k in ~1,015 s"}  # fmt: skip
+TARGET_SPANS_PER_SECOND = 5000
+
+
+def table(summary: dict) -> str:
+    """Return the summary as a text table, side by side with Phoenix's published numbers."""
+    phoenix_seconds = summary["spans"] / PHOENIX["spans_per_second"]
+    lat = summary["latency_during_load"]
+
+    def latency(name: str) -> str:
+        values = lat.get(name) or {}
+        if not values:
+            return f"not measured {summary['latency_failures'].get(name) or ''}".strip()
+        return (
+            f"{values['median_ms']} / {values['p95_ms']} / {values['max_ms']} ms (n={values['n']})"
+        )
+
+    rows = [
+        ("spans (runs x spans/run)", f"{summary['spans']:,} ({summary['runs']:,} runs)",
+         f"{summary['spans']:,}"),
+        ("sent in (2 connections)", f"{summary['send_seconds']} s", ""),
+        ("all runs stored + analyzed", f"{summary['all_analyzed_seconds']} s",
+         f"~{phoenix_seconds:,.0f} s (stored only)"),
+        ("spans/s", f"{summary['spans_per_second']:,}", f"~{PHOENIX['spans_per_second']}"),
+        ("runs/s", f"{summary['runs_per_second']}", ""),
+        ("x Phoenix (target >= 25x)",
+         f"{summary['spans_per_second'] / PHOENIX['spans_per_second']:.1f}x", "1x"),
+        (f"target {TARGET_SPANS_PER_SECOND:,} spans/s",
+         "met" if summary["spans_per_second"] >= TARGET_SPANS_PER_SECOND else "NOT met", ""),
+        ("peak RSS web / worker",
+         f"{summary['peak_rss_mb'].get('web', '?')} / {summary['peak_rss_mb'].get('worker', '?')} MB",
+         "~1.1 GB (one process)"),
+        ("run page during load (median/p95/max)", latency("run_page"), ""),
+        ("GET /api/runs/{id} during load", latency("api_run"), ""),
+        ("verdicts (truth)", f"{summary['verdicts']}", f"{summary['truth']}"),
+        ("load average at start", f"{summary['loadavg_at_start']}", ""),
+    ]  # fmt: skip
+    header = ("", "loopboard", PHOENIX["name"])
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(3)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines.append(f"Phoenix: {PHOENIX['note']} (/work/shared/bench/README.md).")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
 
@@ -194,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
 
+    loadavg = [round(x, 2) for x in os.getloadavg()]
     tmp = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     server = None
     try:
@@ -210,12 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         latencies: dict[str, list[float]] = {"run_page": [], "api_run": []}
         done = threading.Event()
 
+        failures: dict[str, dict[int, int]] = {"run_page": {}, "api_run": {}}
+
         def watch() -> None:
-            page = httpx.Client(base_url=url, timeout=30)
-            page.get("/accounts/login/")
-            page.post("/accounts/login/", data={
-                "username": USER, "password": PASSWORD,
-                "csrfmiddlewaretoken": page.cookies.get("csrftoken", "")})  # fmt: skip
+            page = login(url)
             api = httpx.Client(base_url=url, timeout=30,
                                headers={"Authorization": f"Bearer {key}"})  # fmt: skip
             while not done.is_set():
@@ -224,12 +290,14 @@ def main(argv: list[str] | None = None) -> int:
                 items = api.get("/api/runs?limit=1").json().get("items", [])
                 if items:
                     run_id = items[0]["id"]
-                    t = time.perf_counter()
-                    if page.get(f"/runs/{run_id}/").status_code == 200:
-                        latencies["run_page"].append(time.perf_counter() - t)
-                    t = time.perf_counter()
-                    if api.get(f"/api/runs/{run_id}").status_code == 200:
-                        latencies["api_run"].append(time.perf_counter() - t)
+                    for name, client, path in (("run_page", page, f"/runs/{run_id}/"),
+                                               ("api_run", api, f"/api/runs/{run_id}")):  # fmt: skip
+                        t = time.perf_counter()
+                        status = client.get(path).status_code
+                        if status == 200:
+                            latencies[name].append(time.perf_counter() - t)
+                        else:
+                            failures[name][status] = failures[name].get(status, 0) + 1
                 time.sleep(0.5)
 
         watcher = threading.Thread(target=watch, daemon=True)
@@ -275,10 +343,14 @@ def main(argv: list[str] | None = None) -> int:
             "truth": generated.get("patterns"),
             "peak_rss_mb": {k: round(v / 2**20) for k, v in peak.items()},
             "latency_during_load": {k: ms(v) for k, v in latencies.items()},
+            "latency_failures": {k: v for k, v in failures.items() if v},
+            "loadavg_at_start": loadavg,
             "web_workers": args.web_workers,
             "worker_concurrency": args.worker_concurrency,
         }
         print(json.dumps(summary, indent=2))
+        print()
+        print(table(summary))
         return 0 if analyzed_at else 1
     finally:
         if server:

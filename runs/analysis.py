@@ -7,13 +7,13 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from django.contrib.postgres.search import SearchVector
-from django.db import transaction
-from django.db.models import Value
+from django.db import connection, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 import detection
 
+from . import ingest
 from .models import Finding, LedgerRow, Run, Step, Trace, Verdict
 
 STRIP_BUCKETS = 48  # cells of the runs list's repeat picture
@@ -87,58 +87,112 @@ def iter_steps(run_id: int) -> Iterator[detection.Step]:
         )
 
 
-def analyze_run(run_id: int, policy: detection.Policy | None = None) -> Run | None:
-    """Run the engine over one stored run and replace its findings and summary."""
+def analyze_run(
+    run_id: int,
+    policy: detection.Policy | None = None,
+    steps: Iterable[detection.Step] | None = None,
+) -> Run | None:
+    """Run the engine over one stored run and replace its findings and summary.
+
+    `steps`, when given, are the run's steps as stored (see `ingest.store_runs`): they are
+    analyzed without reading them back.
+    """
     run = Run.objects.select_related("project").filter(pk=run_id).first()
     if run is None:
         return None  # deleted meanwhile
     if policy is None:
         policy = run.project.policy()
-    seen = StepSample()
-    result = detection.analyze(seen.watch(iter_steps(run.pk)), policy)
-    with transaction.atomic():
-        run.findings.all().delete()
-        Finding.objects.bulk_create(finding_row(run, finding) for finding in result.findings)
-        waste = result.waste
-        run.verdict = result.verdict
-        run.stall_score = round(result.stall_score, 4)
-        run.waste_steps = waste.steps if waste else 0
-        run.waste_tokens = waste.tokens if waste else None
-        run.waste_cost = waste.cost if waste else None
-        run.waste_seconds = waste.seconds if waste else None
-        run.detectors = sorted(
-            {f.detector for f in result.findings if f.severity != Finding.Severity.INFO}
-        )
-        run.summary = {
-            "stall_series": [list(point) for point in result.stall_series],
-            "repeat_seqs": sorted(
-                {seq for f in result.findings if f.severity != "info" for seq in f.seqs}
-            )[:2000],
-        } | page_summary(result, seen, run.step_count)
-        run.ledger_rows.all().delete()
-        LedgerRow.objects.bulk_create(ledger_rows(run, result.ledger), batch_size=5000)
-        run.analyzed_at = timezone.now()
-        run.save(
-            update_fields=[
-                "verdict",
-                "stall_score",
-                "waste_steps",
-                "waste_tokens",
-                "waste_cost",
-                "waste_seconds",
-                "detectors",
-                "summary",
-                "analyzed_at",
-            ]
-        )
-        Run.objects.filter(pk=run.pk).update(
-            search=SearchVector(
-                Value(f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}"), config="simple"
-            )
-        )
-        if run.trace_id:
-            finish_trace(run.trace_id)
+    analyze_runs([(run, iter_steps(run.pk) if steps is None else steps)], policy)
     return run
+
+
+def analyze_runs(
+    items: Iterable[tuple[Run, Iterable[detection.Step]]],
+    policy: detection.Policy,
+    *,
+    finish_traces: bool = True,
+) -> list[Run]:
+    """Analyze runs (each with its steps) and write their findings, ledgers and summaries.
+
+    The one place analysis results are written: a few statements for all the runs together,
+    in one transaction. With finish_traces, the traces of the runs are marked analyzed once
+    none of their runs waits any more.
+    """
+    done: list[tuple[Run, detection.Analysis, StepSample]] = []
+    for run, steps in items:
+        seen = StepSample()
+        done.append((run, detection.analyze(seen.watch(steps), policy), seen))
+    if not done:
+        return []
+    run_ids = [run.pk for run, _, _ in done]
+    now = timezone.now()
+    updates = []
+    with transaction.atomic():
+        Finding.objects.filter(run_id__in=run_ids).delete()
+        LedgerRow.objects.filter(run_id__in=run_ids).delete()
+        Finding.objects.bulk_create(
+            finding_row(run, finding) for run, result, _ in done for finding in result.findings
+        )
+        ingest.copy_rows(
+            LedgerRow._meta.db_table,
+            LEDGER_COLUMNS,
+            (row for run, result, _ in done for row in ledger_values(run.pk, result.ledger)),
+        )
+        for run, result, seen in done:
+            _summarize(run, result, seen, now)
+            updates.append(
+                (
+                    run.verdict,
+                    run.stall_score,
+                    run.waste_steps,
+                    run.waste_tokens,
+                    run.waste_cost,
+                    run.waste_seconds,
+                    run.detectors,
+                    Jsonb(run.summary),
+                    now,
+                    f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}",
+                    run.pk,
+                )
+            )
+        with connection.cursor() as cursor:
+            cursor.executemany(RUN_UPDATE, updates)
+        if finish_traces:
+            for trace_id in sorted({run.trace_id for run, _, _ in done if run.trace_id}):
+                finish_trace(trace_id)
+    return [run for run, _, _ in done]
+
+
+# The search column is what SearchVector(Value(text), config="simple") would write.
+RUN_UPDATE = f"""
+    UPDATE {Run._meta.db_table} SET verdict = %s, stall_score = %s, waste_steps = %s,
+        waste_tokens = %s, waste_cost = %s, waste_seconds = %s, detectors = %s::varchar(40)[],
+        summary = %s, analyzed_at = %s,
+        search = to_tsvector('simple'::regconfig, COALESCE(%s, ''))
+    WHERE id = %s
+"""
+LEDGER_COLUMNS = ("run_id", "seq", "tool", "repeat_of", "count")
+
+
+def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now) -> None:  # type: ignore[no-untyped-def]
+    """Set the run's summary columns from one analysis (not saved)."""
+    waste = result.waste
+    run.verdict = result.verdict
+    run.stall_score = round(result.stall_score, 4)
+    run.waste_steps = waste.steps if waste else 0
+    run.waste_tokens = waste.tokens if waste else None
+    run.waste_cost = waste.cost if waste else None
+    run.waste_seconds = waste.seconds if waste else None
+    run.detectors = sorted(
+        {f.detector for f in result.findings if f.severity != Finding.Severity.INFO}
+    )
+    run.summary = {
+        "stall_series": [list(point) for point in result.stall_series],
+        "repeat_seqs": sorted(
+            {seq for f in result.findings if f.severity != "info" for seq in f.seqs}
+        )[:2000],
+    } | page_summary(result, seen, run.step_count)
+    run.analyzed_at = now
 
 
 def finish_trace(trace_id: int) -> None:
@@ -221,15 +275,15 @@ def _args_text(args) -> str:
 
 def ledger_rows(run: Run, ledger: Iterable[detection.LedgerEntry]) -> Iterator[LedgerRow]:
     """Yield the rows to store for the ledger's repeated (no-progress) calls."""
+    for values in ledger_values(run.pk, ledger):
+        yield LedgerRow(**dict(zip(LEDGER_COLUMNS, values, strict=True)))
+
+
+def ledger_values(run_id: int, ledger: Iterable[detection.LedgerEntry]) -> Iterator[tuple]:
+    """Yield the column values (LEDGER_COLUMNS) of the ledger's repeated calls."""
     for entry in ledger:
         if entry.repeat_of is not None and entry.count > 1:
-            yield LedgerRow(
-                run=run,
-                seq=entry.seq,
-                tool=(entry.tool or "")[:200],
-                repeat_of=entry.repeat_of,
-                count=entry.count,
-            )
+            yield (run_id, entry.seq, (entry.tool or "")[:200], entry.repeat_of, entry.count)
 
 
 def find_folds(ledger: Iterable[detection.LedgerEntry], turns: list[int]) -> list[dict]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import orjson
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import detection
@@ -19,8 +22,6 @@ from runs.importers import TraceError
 from .models import Project, Run, Step, Trace, Verdict
 
 log = logging.getLogger(__name__)
-
-STEP_BATCH = 2000
 
 
 def store_trace(
@@ -117,6 +118,36 @@ def _fail(trace: Trace, message: str) -> None:
     )
 
 
+STEP_COLUMNS = (
+    "run_id",
+    "seq",
+    "kind",
+    "source_id",
+    "parent_id",
+    "tool",
+    "args",
+    "result",
+    "status",
+    "batch_id",
+    "text",
+    "started_at",
+    "ended_at",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+    "call_sig",
+)
+
+
+@dataclass(slots=True)
+class NewRun:
+    """One parsed run to store: under a new id, or replacing the steps of `run_id`."""
+
+    parsed: detection.Run
+    trace_id: int | None  # the Trace it came from
+    run_id: int | None = None  # an existing run to rebuild in place (same id)
+
+
 def store_run(
     project: Project,
     parsed: detection.Run,
@@ -125,12 +156,74 @@ def store_run(
     policy: detection.Policy | None = None,
 ) -> Run:
     """Insert one parsed run and its steps (the caller's transaction is the unit)."""
+    [(run, _steps)] = store_runs(project, [NewRun(parsed, trace.pk if trace else None)], policy)
+    return run
+
+
+def store_runs(
+    project: Project,
+    entries: Sequence[NewRun],
+    policy: detection.Policy | None = None,
+) -> list[tuple[Run, list[detection.Step]]]:
+    """Insert (or rebuild in place) runs and their steps, the steps with one COPY.
+
+    Returns each run with its steps exactly as the engine reads them back from the database
+    (`analysis.iter_steps`), so a caller can analyze them without reading them back. The
+    caller's transaction is the unit; an entry whose `run_id` no longer exists is inserted.
+    """
     policy = policy or detection.Policy()
+    wanted = [e.run_id for e in entries if e.run_id is not None]
+    existing = (
+        set(Run.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
+    )
+    fresh: list[Run] = []
+    rebuilt: list[Run] = []
+    out: list[Run] = []
+    for entry in entries:
+        run = _run_row(project, entry.parsed, entry.trace_id)
+        if entry.run_id in existing:
+            run.pk = entry.run_id
+            rebuilt.append(run)
+        else:
+            fresh.append(run)
+        out.append(run)
+    if fresh:
+        Run.objects.bulk_create(fresh)
+    if rebuilt:
+        Step.objects.filter(run_id__in=[r.pk for r in rebuilt]).delete()
+        for run in rebuilt:
+            Run.objects.filter(pk=run.pk).update(
+                trace_id=run.trace_id,
+                external_id=run.external_id,
+                name=run.name,
+                format=run.format,
+                metadata=run.metadata,
+                step_count=run.step_count,
+                tool_call_count=run.tool_call_count,
+                tools=run.tools,
+                started_at=run.started_at,
+                ended_at=run.ended_at,
+                verdict=Verdict.PENDING,
+            )
+    rows: list[tuple] = []
+    stored: list[tuple[Run, list[detection.Step]]] = []
+    for run, entry in zip(out, entries, strict=True):
+        engine_steps = []
+        for step in entry.parsed.steps:
+            values, read_back = step_values(run.pk, step, policy)
+            rows.append(values)
+            engine_steps.append(read_back)
+        stored.append((run, engine_steps))
+    copy_rows(Step._meta.db_table, STEP_COLUMNS, rows)
+    return stored
+
+
+def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> Run:
     steps = parsed.steps
     times = [t for s in steps for t in (s.started_at, s.ended_at) if t is not None]
-    run = Run.objects.create(
+    return Run(
         project=project,
-        trace=trace,
+        trace_id=trace_id,
         external_id=parsed.id[:255],
         name=(parsed.name or parsed.id)[:255],
         format=parsed.format,
@@ -142,41 +235,72 @@ def store_run(
         ended_at=_when(max(times)) if times else None,
         verdict=Verdict.PENDING,
     )
-    for batch in _batches(steps, STEP_BATCH):
-        Step.objects.bulk_create(step_row(run, step, policy) for step in batch)
-    return run
 
 
-def step_row(run: Run, step: detection.Step, policy: detection.Policy) -> Step:
-    """Return the unsaved row for one step of the common model."""
+def step_values(
+    run_id: int, step: detection.Step, policy: detection.Policy
+) -> tuple[tuple, detection.Step]:
+    """Return the column values (STEP_COLUMNS, JSON columns as JSON text) of one step, and the
+    engine's step as it reads those values back from the database (`analysis.iter_steps`)."""
     call_sig = ""
     if step.kind == "tool_call" and step.tool:
         volatile = policy.for_tool(step.tool).volatile  # the same signature the engine uses
         call_sig = keys.call_signature(step.tool, step.args, volatile=volatile)[:80]
-    return Step(
-        run=run,
+    source_id = _text_safe((step.id or "")[:255])
+    parent_id = _text_safe((step.parent_id or "")[:255])
+    tool = _text_safe((step.tool or "")[:200])
+    args = _json_safe(step.args)
+    result = _json_safe(step.result)
+    status = step.status if step.status in ("ok", "error") else "ok"
+    batch_id = _text_safe((step.batch_id or "")[:255])
+    text = _text_safe(step.text or "")
+    started_at, ended_at = _when(step.started_at), _when(step.ended_at)
+    tokens_in, tokens_out = _int_or_none(step.tokens_in), _int_or_none(step.tokens_out)
+    cost = _float_or_none(step.cost)
+    values = (run_id, step.seq, step.kind, source_id, parent_id, tool, _json_text(args),
+              _json_text(result), status, batch_id, text, started_at, ended_at, tokens_in,
+              tokens_out, cost, call_sig)  # fmt: skip
+    read_back = detection.Step(
         seq=step.seq,
         kind=step.kind,
-        source_id=(step.id or "")[:255],
-        parent_id=(step.parent_id or "")[:255],
-        tool=(step.tool or "")[:200],
-        args=_json_safe(step.args),
-        result=_json_safe(step.result),
-        status=step.status if step.status in ("ok", "error") else "ok",
-        batch_id=(step.batch_id or "")[:255],
-        text=_text_safe(step.text or ""),
-        started_at=_when(step.started_at),
-        ended_at=_when(step.ended_at),
-        tokens_in=_int_or_none(step.tokens_in),
-        tokens_out=_int_or_none(step.tokens_out),
-        cost=step.cost,
-        call_sig=call_sig,
+        id=source_id or None,
+        parent_id=parent_id or None,
+        tool=tool or None,
+        args=args,
+        result=result,
+        status=status,
+        batch_id=batch_id or None,
+        text=text or None,
+        started_at=started_at.timestamp() if started_at else None,
+        ended_at=ended_at.timestamp() if ended_at else None,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost=cost,
     )
+    return values, read_back
 
 
-def _batches(items: list, size: int) -> Iterable[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _json_text(value) -> str | None:
+    """Return JSON text for a jsonb column; None (SQL NULL, as Django stores it) for None."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # ints over 64 bits, odd types: the standard library's way
+        return json.dumps(value, default=str)
+
+
+def copy_rows(table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
+    """Insert rows with one COPY on the default connection (inside the caller's transaction)."""
+    rows = iter(rows)
+    first = next(rows, None)
+    if first is None:
+        return
+    statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        copy.write_row(first)
+        for row in rows:
+            copy.write_row(row)
 
 
 def _when(epoch: float | None) -> datetime | None:
@@ -195,6 +319,16 @@ def _int_or_none(value) -> int | None:
         return max(-(2**31), min(int(value), 2**31 - 1))
     except (TypeError, ValueError):
         return None
+
+
+def _float_or_none(value) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
 
 
 def _text_safe(text: str) -> str:
@@ -216,12 +350,18 @@ def _json_safe(value):
 
 
 def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
-    """Queue again the traces and runs that a dead worker left unfinished.
+    """Queue again the traces and runs that a dead worker left unfinished, and the OTLP span
+    groups left unassembled past the quiet period (a lost countdown task must not strand
+    spans; the assembly still waits for trace ids that are not quiet yet).
 
-    Returns (traces, runs) queued. With older_than=None the configured age is used.
+    Returns (traces, runs) queued. With older_than=None the configured ages are used
+    (LOOPBOARD_STALE_SECONDS; the OTLP quiet period for span groups).
     """
-    from . import tasks
+    from . import otlp_ingest, tasks
 
+    stranded = otlp_ingest.assemble_stranded(older_than=older_than)
+    if stranded:
+        log.info("queued the assembly of %d stranded OTLP trace id(s)", stranded)
     if older_than is None:
         older_than = timedelta(seconds=settings.LOOPBOARD_STALE_SECONDS)
     cutoff = timezone.now() - older_than

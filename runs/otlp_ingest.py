@@ -8,9 +8,9 @@ its root span arrived (so spans of the same trace still in flight on another con
 join), or after a quiet period without new spans when the root never comes. Spans that arrive
 after the run was assembled rebuild it in place (same run id) and analyze it again.
 
-The conversion of spans into steps is the OTLP importer's (`runs.importers.otlp
-.runs_from_request`); until it is available a small built-in mapping of the GenAI and
-OpenInference attributes is used (`_fallback_runs`).
+The conversion of spans into steps is the OTLP importer's (`runs.importers.otlp`): each
+stored request is decoded once per task into the importer's spans, and the spans of one trace
+id, from every request that brought some, go through one importer `Collector`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 import detection
 
 from . import ingest
-from .models import OtlpSpanGroup, Project, Run, Step, Trace, Verdict
+from .importers.base import Limits, TraceError
+from .importers.otlp import Collector, Span, spans_from_request
+from .models import OtlpSpanGroup, Project, Trace, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -249,13 +251,17 @@ def store_batch(project: Project, body: bytes, batch: Batch, *, name: str = "") 
 
 
 # -- assembling -------------------------------------------------------------------------------
+ASSEMBLE_CHUNK = 100  # trace ids assembled (and analyzed) per transaction
+
+
 def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list[int]:
-    """Assemble the buffered spans of these OTLP trace ids into runs, then analyze them.
+    """Assemble the buffered spans of these OTLP trace ids into runs, and analyze them.
 
     With quiet=True (the quiet-period timer) a trace id that received spans within the quiet
-    period is put off again instead. Returns the ids of the runs written.
+    period is put off again instead. Each chunk of trace ids is stored and analyzed in one
+    transaction, so a run never shows up unanalyzed. Returns the ids of the runs written.
     """
-    from . import analysis, tasks
+    from . import tasks
 
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
@@ -278,20 +284,17 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
         if later:
             wait = max(1.0, (window - (now - min(latest[t] for t in later))).total_seconds())
             tasks.assemble_otlp.apply_async((project_id, later, True), countdown=wait)
-        trace_ids = [t for t in latest if t not in later]
+        trace_ids = sorted(t for t in latest if t not in later)
     else:
         trace_ids = sorted(set(pending.values_list("trace_id", flat=True)))
     if not trace_ids:
         return []
     policy = project.policy()
-    decoded: dict[int, tuple[str, Any]] = {}
+    decoded: dict[int, dict[str, list[Span]]] = {}
     run_ids: list[int] = []
-    for trace_id in trace_ids:
-        run_id = _assemble_one(project, trace_id, decoded, policy)
-        if run_id is not None:
-            run_ids.append(run_id)
-    for run_id in run_ids:
-        analysis.analyze_run(run_id, policy)
+    for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
+        chunk = trace_ids[start : start + ASSEMBLE_CHUNK]
+        run_ids += _assemble_chunk(project, chunk, decoded, policy, set(trace_ids))
     _finish_batches(project_id, trace_ids)
     return run_ids
 
@@ -302,70 +305,153 @@ def _lock_key(project_id: int, trace_id: str) -> int:
     return value - (1 << 63) if value >= 1 << 63 else value
 
 
-def _assemble_one(
+def _assemble_chunk(
     project: Project,
-    trace_id: str,
-    decoded: dict[int, tuple[str, Any]],
+    trace_ids: list[str],
+    decoded: dict[int, dict[str, list[Span]]],
     policy: detection.Policy,
-) -> int | None:
-    """Build (or rebuild) the run of one OTLP trace id from all its buffered spans."""
+    wanted: set[str],
+) -> list[int]:
+    """Build (or rebuild) the runs of some OTLP trace ids from all their buffered spans, and
+    analyze them, in one transaction."""
+    from . import analysis
+
     with transaction.atomic():
+        keys = sorted({_lock_key(project.pk, t) for t in trace_ids})  # one order: no deadlock
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(project.pk, trace_id)])
-        groups = list(
-            OtlpSpanGroup.objects.filter(project=project, trace_id=trace_id).order_by("id")
+            cursor.execute(
+                "SELECT count(pg_advisory_xact_lock(k)) FROM "
+                "(SELECT k FROM unnest(%s::bigint[]) AS k ORDER BY k) AS keys",
+                [keys],
+            )
+        groups: dict[str, list[tuple[int, int, bool, bool, int | None]]] = defaultdict(list)
+        for pk, trace_id, batch_id, has_root, assembled, run_id in (
+            OtlpSpanGroup.objects.filter(project=project, trace_id__in=trace_ids)
+            .order_by("id")
+            .values_list("pk", "trace_id", "batch_id", "has_root", "assembled", "run_id")
+        ):
+            groups[trace_id].append((pk, batch_id, has_root, assembled, run_id))
+        todo = [t for t in trace_ids if t in groups and not all(g[3] for g in groups[t])]
+        if not todo:
+            return []  # another task did them
+        missing = sorted({g[1] for t in todo for g in groups[t]} - decoded.keys())
+        for pk, raw, fmt in Trace.objects.filter(pk__in=missing).values_list(
+            "pk", "raw", "declared_format"
+        ):
+            encoding = "json" if fmt == "otlp-json" else "proto"
+            decoded[pk] = _spans_by_trace(bytes(raw), encoding, wanted)
+        entries: list[ingest.NewRun] = []
+        group_runs: list[tuple[list[int], int]] = []  # (group pks, index into entries)
+        unbuilt: list[int] = []
+        for trace_id in todo:
+            rows = groups[trace_id]
+            spans = [span for row in rows for span in decoded.get(row[1], {}).pop(trace_id, ())]
+            parsed = _run_of(trace_id, spans, rows)
+            if parsed is None:
+                unbuilt += [row[0] for row in rows]
+                continue
+            root_batch = next((row[1] for row in rows if row[2]), rows[0][1])
+            existing = next((row[4] for row in rows if row[4]), None)
+            group_runs.append(([row[0] for row in rows], len(entries)))
+            entries.append(ingest.NewRun(parsed, root_batch, existing))
+        stored = ingest.store_runs(project, entries, policy)
+        analysis.analyze_runs(stored, policy, finish_traces=False)
+        marks = [(pk, stored[index][0].pk) for pks, index in group_runs for pk in pks]
+        marks += [(pk, None) for pk in unbuilt]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {OtlpSpanGroup._meta.db_table} AS g SET assembled = true, "
+                "run_id = COALESCE(v.run_id, g.run_id) "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, run_id) WHERE g.id = v.id",
+                [[m[0] for m in marks], [m[1] for m in marks]],
+            )
+    return [run.pk for run, _ in stored]
+
+
+def _spans_by_trace(body: bytes, encoding: str, wanted: set[str]) -> dict[str, list[Span]]:
+    """Decode one stored request once; return its valid spans of the wanted OTLP trace ids,
+    by trace id, in order (the importer converts only those)."""
+    request = decode(decompress(body), encoding)
+    if encoding == "proto":
+        request = _only_traces(request, {bytes.fromhex(t) for t in wanted})
+    else:  # the importer reads only the spans the receiver accepted
+        request = {
+            "resourceSpans": [
+                {**rs, "scopeSpans": [{**ss, "spans": spans} for ss, spans in scopes]}
+                for rs, scopes in _valid_json_scopes(request)
+            ]
+        }
+    out: dict[str, list[Span]] = {}
+    try:
+        for span in spans_from_request(request):
+            if len(span.trace_id) == 32 and len(span.span_id) == 16 and span.span_id != NO_SPAN:
+                out.setdefault(span.trace_id, []).append(span)
+    except TraceError as exc:
+        log.warning("OTLP request could not be read again: %s", exc)
+    return {t: spans for t, spans in out.items() if t in wanted}
+
+
+def _only_traces(
+    request: ExportTraceServiceRequest, wanted: set[bytes]
+) -> ExportTraceServiceRequest:
+    """Return the request, or a copy with only the spans of the wanted trace ids if it holds
+    others (spans of other traces are left to the tasks that assemble those)."""
+    if all(s.trace_id in wanted for rs in request.resource_spans for ss in rs.scope_spans
+           for s in ss.spans):  # fmt: skip
+        return request
+    out = ExportTraceServiceRequest()
+    for rs in request.resource_spans:
+        new_rs = None
+        for ss in rs.scope_spans:
+            spans = [s for s in ss.spans if s.trace_id in wanted]
+            if not spans:
+                continue
+            if new_rs is None:
+                new_rs = out.resource_spans.add()
+                new_rs.resource.CopyFrom(rs.resource)
+                new_rs.schema_url = rs.schema_url
+            new_ss = new_rs.scope_spans.add()
+            new_ss.scope.CopyFrom(ss.scope)
+            new_ss.schema_url = ss.schema_url
+            new_ss.spans.extend(spans)
+    return out
+
+
+NO_SPAN = "0" * 16
+
+
+def _valid_json_scopes(request: dict) -> Iterator[tuple[dict, list[tuple[dict, list[dict]]]]]:
+    for rs in request.get("resourceSpans") or []:
+        if not isinstance(rs, dict):
+            continue
+        scopes = []
+        for ss in rs.get("scopeSpans") or []:
+            if isinstance(ss, dict):
+                spans = [s for s in ss.get("spans") or [] if isinstance(span_ids(s, "json"), tuple)]
+                if spans:
+                    scopes.append((ss, spans))
+        if scopes:
+            yield rs, scopes
+
+
+def _run_of(trace_id: str, spans: list[Span], rows: list) -> detection.Run | None:  # type: ignore[type-arg]
+    """Return the run of one OTLP trace id from its spans (None if it cannot be built)."""
+    collector = Collector(source=f"otlp:{trace_id}", limits=Limits())
+    try:
+        for span in spans:
+            collector.add(span)
+        runs = collector.runs()
+    except TraceError as exc:
+        log.warning("OTLP trace %s cannot be assembled: %s", trace_id, exc)
+        Trace.objects.filter(pk__in={row[1] for row in rows}).update(
+            error=f"trace {trace_id}: {exc}"[:5000], updated_at=timezone.now()
         )
-        if not groups or all(g.assembled for g in groups):
-            return None  # another task did it
-        existing = next((g.run_id for g in groups if g.run_id), None)
-        batch_ids = [g.batch_id for g in groups]
-        missing = [b for b in batch_ids if b not in decoded]
-        if missing:
-            for pk, raw, fmt in Trace.objects.filter(pk__in=missing).values_list(
-                "pk", "raw", "declared_format"
-            ):
-                encoding = "json" if fmt == "otlp-json" else "proto"
-                decoded[pk] = (encoding, decode(decompress(bytes(raw)), encoding))
-        request = _request_for(trace_id, [decoded[b] for b in batch_ids if b in decoded])
-        parsed = next(iter(runs_from_request(request, source=f"otlp:{trace_id}")), None)
-        if parsed is None:
-            return None
-        parsed.id = trace_id
-        root_batch = next((g.batch_id for g in groups if g.has_root), groups[0].batch_id)
-        run = _write_run(project, parsed, existing, root_batch, policy)
-        OtlpSpanGroup.objects.filter(pk__in=[g.pk for g in groups]).update(assembled=True, run=run)
-        return run.pk
-
-
-def _write_run(
-    project: Project,
-    parsed: detection.Run,
-    run_id: int | None,
-    batch_id: int,
-    policy: detection.Policy,
-) -> Run:
-    """Insert the run, or replace the steps of the existing one (same id, analyzed again)."""
-    batch = Trace(pk=batch_id)
-    if run_id is None or not Run.objects.filter(pk=run_id).exists():
-        return ingest.store_run(project, parsed, trace=batch, policy=policy)
-    fresh = ingest.store_run(project, parsed, trace=batch, policy=policy)
-    # Keep the old id: move the fresh run's steps over, copy its columns, drop the fresh row.
-    Step.objects.filter(run_id=run_id).delete()
-    Step.objects.filter(run_id=fresh.pk).update(run_id=run_id)
-    Run.objects.filter(pk=run_id).update(
-        trace_id=batch_id,
-        name=fresh.name,
-        format=fresh.format,
-        metadata=fresh.metadata,
-        step_count=fresh.step_count,
-        tool_call_count=fresh.tool_call_count,
-        tools=fresh.tools,
-        started_at=fresh.started_at,
-        ended_at=fresh.ended_at,
-        verdict=Verdict.PENDING,
-    )
-    fresh.delete()
-    return Run.objects.get(pk=run_id)
+        return None
+    if not runs:
+        return None
+    parsed = runs[0]
+    parsed.id = trace_id
+    return parsed
 
 
 def _finish_batches(project_id: int, trace_ids: Iterable[str]) -> None:
@@ -389,185 +475,23 @@ def _finish_batches(project_id: int, trace_ids: Iterable[str]) -> None:
     )
 
 
-def _request_for(trace_id: str, parts: list[tuple[str, Any]]) -> Any:
-    """Return one export request holding only the spans of `trace_id`, from decoded batches."""
-    if all(encoding == "proto" for encoding, _ in parts):
-        out = ExportTraceServiceRequest()
-        wanted = bytes.fromhex(trace_id)
-        for _, request in parts:
-            for rs in request.resource_spans:
-                new_rs = None
-                for ss in rs.scope_spans:
-                    spans = [s for s in ss.spans if s.trace_id == wanted]
-                    if not spans:
-                        continue
-                    if new_rs is None:
-                        new_rs = out.resource_spans.add()
-                        new_rs.resource.CopyFrom(rs.resource)
-                        new_rs.schema_url = rs.schema_url
-                    new_ss = new_rs.scope_spans.add()
-                    new_ss.scope.CopyFrom(ss.scope)
-                    new_ss.schema_url = ss.schema_url
-                    new_ss.spans.extend(spans)
-        return out
-    out_json: dict[str, Any] = {"resourceSpans": []}
-    for encoding, request in parts:
-        data = _proto_to_json(request) if encoding == "proto" else request
-        for rs in data.get("resourceSpans") or []:
-            scopes = []
-            for ss in (rs.get("scopeSpans") or []) if isinstance(rs, dict) else []:
-                if not isinstance(ss, dict):
-                    continue
-                spans = [
-                    s
-                    for s in ss.get("spans") or []
-                    if isinstance(s, dict) and _json_id(s.get("traceId"), 16) == trace_id
-                ]
-                if spans:
-                    scopes.append({**ss, "spans": spans})
-            if scopes:
-                out_json["resourceSpans"].append({**rs, "scopeSpans": scopes})
-    return out_json
+def assemble_stranded(*, older_than: timedelta | None = None) -> int:
+    """Queue the assembly of span groups left unassembled past the quiet period (a lost
+    countdown task must not strand spans). Returns how many trace ids were queued."""
+    from . import tasks
 
-
-def _proto_to_json(request: ExportTraceServiceRequest) -> dict:
-    """Return the OTLP/JSON form of a protobuf request (ids as hex, as OTLP/JSON has them)."""
-    from google.protobuf.json_format import MessageToDict
-
-    data = MessageToDict(request)
-    for rs in data.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        import base64
-
-                        span[key] = base64.b64decode(span[key]).hex()
-    return data
-
-
-# -- spans -> runs ----------------------------------------------------------------------------
-def runs_from_request(request: Any, *, source: str) -> Iterator[detection.Run]:
-    """Return the runs of one export request: the OTLP importer's, or the built-in mapping."""
-    try:
-        from runs.importers.otlp import runs_from_request as importer
-    except ImportError:
-        return _fallback_runs(request, source=source)
-    return iter(importer(request, source=source))
-
-
-def _any_value(value: Any) -> Any:
-    """Return the Python value of an OTLP AnyValue (protobuf or JSON)."""
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if key == "arrayValue":
-                return [_any_value(v) for v in (inner or {}).get("values", [])]
-            if key == "kvlistValue":
-                return {
-                    kv["key"]: _any_value(kv.get("value", {})) for kv in inner.get("values", [])
-                }
-            if key == "intValue":
-                return int(inner)
-            return inner
-        return None
-    which = value.WhichOneof("value")
-    if which is None:
-        return None
-    if which == "array_value":
-        return [_any_value(v) for v in value.array_value.values]
-    if which == "kvlist_value":
-        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
-    return getattr(value, which)
-
-
-def _attrs(span: Any) -> dict[str, Any]:
-    if isinstance(span, dict):
-        return {
-            a["key"]: _any_value(a.get("value", {}))
-            for a in span.get("attributes") or []
-            if isinstance(a, dict) and "key" in a
-        }
-    return {a.key: _any_value(a.value) for a in span.attributes}
-
-
-def _maybe_json(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _fallback_runs(request: Any, *, source: str) -> Iterator[detection.Run]:
-    """Map GenAI / OpenInference spans to steps: tool spans are calls, LLM spans messages."""
-    encoding = "proto" if isinstance(request, ExportTraceServiceRequest) else "json"
-    rows = []
-    for _rs, _ss, span in iter_spans(request, encoding):
-        if encoding == "proto":
-            ids = (span.span_id.hex(), span.parent_span_id.hex() or None)
-            times = (span.start_time_unix_nano, span.end_time_unix_nano)
-            name, error = span.name, span.status.code == 2
-            trace_id = span.trace_id.hex()
-        else:
-            ids = (span.get("spanId"), span.get("parentSpanId") or None)
-            times = (int(span.get("startTimeUnixNano") or 0), int(span.get("endTimeUnixNano") or 0))
-            name = span.get("name", "")
-            status = span.get("status") or {}
-            error = status.get("code") in (2, "STATUS_CODE_ERROR")
-            trace_id = span.get("traceId", "")
-        rows.append((times[0], ids, times, name, error, trace_id, _attrs(span)))
-    rows.sort(key=lambda row: row[0])
-    steps: list[detection.Step] = []
-    metadata: dict[str, Any] = {}
-    run_name = ""
-    for _, (span_id, parent), (start, end), name, error, _trace, attrs in rows:
-        op = str(attrs.get("gen_ai.operation.name") or "").lower()
-        kind = str(attrs.get("openinference.span.kind") or "").upper()
-        common = {
-            "id": span_id,
-            "parent_id": parent,
-            "started_at": start / 1e9 if start else None,
-            "ended_at": end / 1e9 if end else None,
-        }
-        if op == "execute_tool" or kind == "TOOL":
-            tool = attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or name
-            args = attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value"))
-            result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
-            steps.append(
-                detection.Step(
-                    seq=len(steps),
-                    kind="tool_call",
-                    tool=str(tool),
-                    args=_maybe_json(args),
-                    result=_maybe_json(result),
-                    status="error" if error else "ok",
-                    **common,
-                )
+    if older_than is None:
+        older_than = timedelta(seconds=settings.LOOPBOARD_OTLP_QUIET_SECONDS)
+    cutoff = timezone.now() - older_than
+    by_project: dict[int, set[str]] = defaultdict(set)
+    for project_id, trace_id in OtlpSpanGroup.objects.filter(
+        assembled=False, received_at__lte=cutoff
+    ).values_list("project_id", "trace_id"):
+        by_project[project_id].add(trace_id)
+    for project_id, ids in by_project.items():
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), ASSEMBLE_CHUNK * 10):
+            tasks.assemble_otlp.delay(
+                project_id, ordered[start : start + ASSEMBLE_CHUNK * 10], True
             )
-        elif op in ("chat", "text_completion", "generate_content") or kind == "LLM":
-            steps.append(
-                detection.Step(
-                    seq=len(steps),
-                    kind="assistant",
-                    text=None,
-                    tokens_in=attrs.get("gen_ai.usage.input_tokens"),
-                    tokens_out=attrs.get("gen_ai.usage.output_tokens"),
-                    **common,
-                )
-            )
-        elif op == "invoke_agent" or kind == "AGENT" or parent is None:
-            run_name = run_name or str(
-                attrs.get("gen_ai.conversation.id") or attrs.get("session.id") or name
-            )
-            for key in ("gen_ai.agent.name", "gen_ai.request.model", "service.name"):
-                if key in attrs:
-                    metadata[key] = attrs[key]
-            task = attrs.get("input.value")
-            if isinstance(task, str) and parent is None:
-                steps.append(detection.Step(seq=len(steps), kind="user", text=task, **common))
-    trace_id = rows[0][5] if rows else source
-    if steps:
-        yield detection.Run(
-            id=trace_id, format="otlp", steps=steps, name=run_name, metadata=metadata
-        )
+    return sum(len(ids) for ids in by_project.values())
