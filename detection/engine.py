@@ -98,7 +98,7 @@ class Monitor:
         self._quota: dict[str, list[int]] = {}  # tool -> first seqs
         self._quota_n: dict[str, int] = {}  # tool -> calls
         self._keep_ledger = keep_ledger
-        self._ledger: list[tuple[Any, ...]] = []  # LedgerEntry fields, built in analysis()
+        self._ledger: list[LedgerEntry] = []
         self._series: list[tuple[int, float]] = []
         self._stride = 1
         self._run_mark: tuple[int, float, float, float | None] | None = None
@@ -315,7 +315,10 @@ class Monitor:
         if ev.repeat_of is not None:
             self.repeated += 1
         if self._keep_ledger:
-            self._ledger.append((ev.seq, tool, sig, rdig, ev.status, ev.repeat_of, ev.group_count))
+            progress = f"{sig}:{rdig}:{ev.status}"
+            self._ledger.append(
+                LedgerEntry(ev.seq, tool, sig, progress, ev.repeat_of, ev.group_count)
+            )
         if self.tool_calls % self._stride == 0:
             self._series.append((ev.seq, round(self.repeated / self.tool_calls, 4)))
             if len(self._series) >= SERIES_POINTS:
@@ -447,17 +450,12 @@ class Monitor:
             verdict=worst(finding.severity for finding in findings),
             stall_score=score,
             findings=tuple(findings),
-            ledger=tuple(LedgerEntry(*_ledger_fields(entry)) for entry in self._ledger),
+            ledger=tuple(self._ledger),
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,
             waste=self._waste(self._run_mark),
         )
-
-
-def _ledger_fields(entry: tuple[Any, ...]) -> tuple[Any, ...]:
-    seq, tool, sig, rdig, status, repeat_of, count = entry
-    return seq, tool, sig, f"{sig}:{rdig}:{status}", repeat_of, count
 
 
 def _moves(steps: list[Step]) -> set[int]:

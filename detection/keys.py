@@ -148,7 +148,7 @@ def digest(value: Any) -> str:
 
 #: value_digest remembers the digests of short encodings (loops repeat the same arguments and
 #: results), per volatile key set; each memo is cleared when full, so memory stays bounded.
-_MEMO_MAX = 4096
+_MEMO_MAX = 2048
 _MEMO_SIZE = 512  # only values whose text/encoding is shorter than this are remembered
 _memos: dict[frozenset[str], dict[Any, str]] = {}
 
@@ -186,6 +186,8 @@ def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str
     if len(key) < _MEMO_SIZE:
         if len(memo) >= _MEMO_MAX:
             memo.clear()
+        if type(key) is bytes:
+            key = bytes(memoryview(key))  # orjson's output keeps a ~4 KiB buffer: copy it
         memo[key] = result
     return result
 
