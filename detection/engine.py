@@ -333,11 +333,14 @@ class Monitor:
         add_seq(seqs, ev.seq)
         calls = self._quota_n[name] = self._quota_n.get(name, 0) + 1
         if settings.quota is not None and calls > settings.quota:
-            message = (
-                f"{ev.tool} has been called {calls} times in this run, over its quota of "
-                f"{settings.quota}. Stop calling it: work with what you have, or report "
-                "the blocker."
-            )
+
+            def message() -> str:
+                return (
+                    f"{ev.tool} has been called {calls} times in this run, over its quota of "
+                    f"{settings.quota}. Stop calling it: work with what you have, or report "
+                    "the blocker."
+                )
+
             level = ("stop", settings.quota, settings.rule)
             self.report(
                 "budget", ("quota", ev.tool), level, calls, ev.tool, f"quota:{ev.tool}",

@@ -86,12 +86,15 @@ class Oscillation:
             rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
             tools = [entry[2] for entry in block]
             names = " -> ".join(tools)
-            message = (
-                f"You are going round in a cycle of {period} calls ({names}) that return the "
-                f"same results each time: {cycles} full cycles since step "
-                f"{state.start[period]}. Going round again will not change anything. "
-                + advice(None)
-            )
+
+            def message(period: int = period, names: str = names, cycles: int = cycles) -> str:
+                return (
+                    f"You are going round in a cycle of {period} calls ({names}) that return the "
+                    f"same results each time: {cycles} full cycles since step "
+                    f"{state.start[period]}. Going round again will not change anything. "
+                    + advice(None)
+                )
+
             signature = "cycle:" + digest(rotation)
             tool = tools[0] if len(set(tools)) == 1 else ",".join(sorted(set(tools)))
             out.report(
@@ -185,11 +188,14 @@ class BatchRepeat:
         if level is None:
             return
         signature = "batch:" + digest(list(prev))
-        message = (
-            f"Your last {state.streak} messages each issued the same {len(prev)} calls "
-            f"(in any order) with the same results, since step {state.start}. Issuing them "
-            "again will not change anything. " + advice(None)
-        )
+
+        def message() -> str:
+            return (
+                f"Your last {state.streak} messages each issued the same {len(prev)} calls "
+                f"(in any order) with the same results, since step {state.start}. Issuing them "
+                "again will not change anything. " + advice(None)
+            )
+
         out.report(
             "batch_repeat", (signature, state.start), level, state.streak, ev.tool, signature,
             state.seqs, message,

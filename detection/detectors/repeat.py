@@ -79,11 +79,14 @@ class Repeat:
         add_seq(seqs, ev.seq)
         repeats = len(seqs) - 1
         if repeats > limit:
-            message = (
-                f"{ev.tool} must not be repeated more than {limit} time(s) and this is repeat "
-                f"{repeats} of the call first made at step {seqs[0]}. Do not call it again: "
-                "check whether the first call already took effect, then report or finish."
-            )
+
+            def message() -> str:
+                return (
+                    f"{ev.tool} must not be repeated more than {limit} time(s) and this is repeat "
+                    f"{repeats} of the call first made at step {seqs[0]}. Do not call it again: "
+                    "check whether the first call already took effect, then report or finish."
+                )
+
             out.report(
                 "repeat", (ev.sig, "cap"), ("stop", limit, rule), repeats, ev.tool, ev.sig,
                 seqs, message,
@@ -106,11 +109,14 @@ class Repeat:
             if len(group.results) < MAX_RESULTS:
                 group.results[ev.rdig] = ev.seq
             if threshold.warn and group.calls == threshold.warn and group.count < threshold.warn:
-                message = (
-                    f"{ev.tool} was called {group.calls} times with the same arguments since "
-                    f"step {group.first_seq}, with a new result each time (progress, e.g. "
-                    "polling or paging)."
-                )
+
+                def message() -> str:
+                    return (
+                        f"{ev.tool} was called {group.calls} times with the same arguments since "
+                        f"step {group.first_seq}, with a new result each time (progress, e.g. "
+                        "polling or paging)."
+                    )
+
                 info = ("info", threshold.warn, threshold.warn_rule)
                 out.report(
                     "repeat", (ev.sig, "progress", group.first_seq), info, group.calls,
@@ -239,12 +245,15 @@ class MutatingFailure:
         add_seq(last[4], ev.seq)
         level = settings.thresholds["mutating_failure"].level(last[2])
         if level is not None:
-            message = (
-                f"{ev.tool} changes things on every attempt and has now failed the same way "
-                f"{last[2]} times in a row with identical arguments ({short(ev.args)}) since "
-                f"step {last[3]}: {short(ev.result, 80)}. Do not retry it unchanged: read the "
-                "current state, then change the arguments, or report the blocker."
-            )
+
+            def message() -> str:
+                return (
+                    f"{ev.tool} changes things on every attempt and has now failed the same way "
+                    f"{last[2]} times in a row with identical arguments ({short(ev.args)}) since "
+                    f"step {last[3]}: {short(ev.result, 80)}. Do not retry it unchanged: read the "
+                    "current state, then change the arguments, or report the blocker."
+                )
+
             out.report(
                 "mutating_failure", (ev.sig, last[3]), level, last[2], ev.tool, ev.sig,
                 last[4], message,

@@ -61,12 +61,15 @@ class ResultStall:
         assert settings is not None
         level = settings.thresholds["result_stall"].level(count)
         if level is not None:
-            message = (
-                f"{ev.tool} has returned the same result ({short(ev.result, 60)}) for "
-                f"{count} different arguments in a row since step {state[3]}. Rephrasing "
-                "the request is not getting anywhere: use another source or tool, or report "
-                "that the information is not there."
-            )
+
+            def message() -> str:
+                return (
+                    f"{ev.tool} has returned the same result ({short(ev.result, 60)}) for "
+                    f"{count} different arguments in a row since step {state[3]}. Rephrasing "
+                    "the request is not getting anywhere: use another source or tool, or report "
+                    "that the information is not there."
+                )
+
             out.report(
                 "result_stall", (ev.tool, ev.rdig, state[3]), level, count, ev.tool,
                 f"{ev.tool}:{ev.rdig}", state[4], message, secondary=True,
@@ -235,12 +238,15 @@ class NearRepeat:
             count = len(cluster.sigs)
             level = settings.thresholds["near_repeat"].level(count)
             if level is not None:
-                message = (
-                    f"You have called {ev.tool} {count} times since step {cluster.first_seq} "
-                    f"with nearly the same arguments (now {short(ev.args)}) and got nearly "
-                    "the same result each time. Small variations are not helping. "
-                    + advice(ev.tool)
-                )
+
+                def message(count: int = count, first: int = cluster.first_seq) -> str:
+                    return (
+                        f"You have called {ev.tool} {count} times since step {first} "
+                        f"with nearly the same arguments (now {short(ev.args)}) and got nearly "
+                        "the same result each time. Small variations are not helping. "
+                        + advice(ev.tool)
+                    )
+
                 out.report(
                     "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
                     f"{ev.tool}~{cluster.first_seq}", cluster.seqs, message, secondary=True,
@@ -318,11 +324,14 @@ class ReadRange:
         level = settings.thresholds["read_range"].level(entry[0])
         if level is not None:
             where = f"range {', '.join(span)}" if span else "the whole file"
-            message = (
-                f"You have read {where} of {path} {entry[0]} times since step {entry[1]}, "
-                "in between reads of other parts of it. Nothing changed it since: use what "
-                "you read before (note what you need) instead of reading it again."
-            )
+
+            def message() -> str:
+                return (
+                    f"You have read {where} of {path} {entry[0]} times since step {entry[1]}, "
+                    "in between reads of other parts of it. Nothing changed it since: use what "
+                    "you read before (note what you need) instead of reading it again."
+                )
+
             out.report(
                 "read_range", (path, span, entry[1]), level, entry[0], ev.tool, ev.sig,
                 entry[2], message, secondary=True,

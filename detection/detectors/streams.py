@@ -35,11 +35,14 @@ class Streak:
         threshold = settings.thresholds["streak"]
         if threshold.info is None or state[1] != threshold.info or len(state[2]) < 2:
             return
-        message = (
-            f"{ev.tool} has been called {state[1]} times in a row since step {state[3]} with "
-            "varying arguments. Fine for paging or batch edits; if you are searching harder "
-            "for something that is not there, step back and try another approach."
-        )
+
+        def message() -> str:
+            return (
+                f"{ev.tool} has been called {state[1]} times in a row since step {state[3]} with "
+                "varying arguments. Fine for paging or batch edits; if you are searching harder "
+                "for something that is not there, step back and try another approach."
+            )
+
         out.report(
             "streak", (ev.tool, state[3]), ("info", threshold.info, threshold.warn_rule),
             state[1], ev.tool, f"{ev.tool}:streak", [state[3], ev.seq], message,
@@ -82,13 +85,16 @@ class MessageLoop:
                 add_seq(entry[4], ev.seq)
                 level = self.threshold.level(entry[2])
                 if level is not None:
-                    message = (
-                        f"You have written the same message {entry[2]} times since step "
-                        f"{entry[3]} without doing anything in between "
-                        f"(\u201c{short(ev.text, 60)}\u201d). Saying it again will not move "
-                        "the task on: call a tool to make progress, ask the user a question, "
-                        "or finish."
-                    )
+
+                    def message(count: int = entry[2], first: int = entry[3]) -> str:
+                        return (
+                            f"You have written the same message {count} times since step "
+                            f"{first} without doing anything in between "
+                            f"(\u201c{short(ev.text, 60)}\u201d). Saying it again will not move "
+                            "the task on: call a tool to make progress, ask the user a question, "
+                            "or finish."
+                        )
+
                     signature = "text:" + digest(entry[0])
                     out.report(
                         "message_loop", (signature, entry[3]), level, entry[2], None,
