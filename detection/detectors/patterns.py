@@ -11,7 +11,7 @@ MIN_PERIOD, MAX_PERIOD = 2, 5
 
 
 class OscState:
-    __slots__ = ("hist", "keys", "live", "match", "same", "seqs", "start")
+    __slots__ = ("hist", "keys", "live", "match", "named", "same", "seqs", "start")
 
     def __init__(self) -> None:
         # last MAX_PERIOD+1 calls: (call sig + outcome, seq, tool, polling)
@@ -22,6 +22,10 @@ class OscState:
         self.match = [0] * (MAX_PERIOD + 1)  # per period: positions equal to p calls before
         self.start = [0] * (MAX_PERIOD + 1)  # per period: seq where the streak began
         self.seqs: list[list[int]] = [[] for _ in range(MAX_PERIOD + 1)]
+        # per period: (signature, tool) of the streak's cycle, worked out when it first fires;
+        # a streak goes on only while each call equals the one a period before, so the cycle
+        # stays the same (rotated) until the streak ends
+        self.named: list[tuple[str, str] | None] = [None] * (MAX_PERIOD + 1)
 
 
 class Oscillation:
@@ -64,6 +68,7 @@ class Oscillation:
             match = state.match[period]
             seqs = state.seqs[period]
             if match == 1:
+                state.named[period] = None
                 state.start[period] = hist[-1 - period][1]
                 seqs.clear()
                 seqs.extend(entry[1] for entry in hist[-1 - period : -1])
@@ -83,11 +88,16 @@ class Oscillation:
             if level is None:
                 continue
             reported = True
-            rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
-            tools = [entry[2] for entry in block]
-            names = " -> ".join(tools)
+            named = state.named[period]
+            if named is None:
+                rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
+                tools = {entry[2] for entry in block}
+                tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
+                named = state.named[period] = ("cycle:" + digest(rotation), tool)
+            signature, tool = named
 
-            def message(period: int = period, names: str = names, cycles: int = cycles) -> str:
+            def message(period: int = period, block: Any = block, cycles: int = cycles) -> str:
+                names = " -> ".join(entry[2] for entry in block)
                 return (
                     f"You are going round in a cycle of {period} calls ({names}) that return the "
                     f"same results each time: {cycles} full cycles since step "
@@ -95,8 +105,6 @@ class Oscillation:
                     + advice(None)
                 )
 
-            signature = "cycle:" + digest(rotation)
-            tool = tools[0] if len(set(tools)) == 1 else ",".join(sorted(set(tools)))
             out.report(
                 "oscillation", (signature, state.start[period]), level, cycles, tool,
                 signature, seqs, message,
