@@ -167,6 +167,24 @@ def tree_rss(pid: int) -> int:
         return 0
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its live children."""
+    try:
+        proc = psutil.Process(pid)
+        return sum(sum(p.cpu_times()[:2]) for p in [proc, *proc.children(recursive=True)])
+    except psutil.Error:
+        return 0.0
+
+
+def postgres_cpu() -> float:
+    """CPU seconds of every process of the local PostgreSQL server (run by user postgres)."""
+    total = 0.0
+    for proc in psutil.process_iter(["username", "name", "cpu_times"]):
+        if proc.info["username"] == "postgres" and "postgres" in (proc.info["name"] or ""):
+            total += sum(proc.info["cpu_times"][:2]) if proc.info["cpu_times"] else 0.0
+    return total
+
+
 def send(url: str, key: str, files: list[Path], connections: int = 2) -> float:
     """POST the protobuf batches from `connections` keep-alive connections; return seconds."""
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
@@ -234,6 +252,8 @@ def table(summary: dict) -> str:
          "~1.1 GB (one process)"),
         ("run page during load (median/p95/max)", latency("run_page"), ""),
         ("GET /api/runs/{id} during load", latency("api_run"), ""),
+        ("CPU s web / worker / postgres", " / ".join(
+            str(summary["cpu_seconds"].get(k, "?")) for k in ("web", "worker", "postgres")), ""),
         ("verdicts (truth)", f"{summary['verdicts']}", f"{summary['truth']}"),
         ("load average at start", f"{summary['loadavg_at_start']}", ""),
     ]  # fmt: skip
@@ -301,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.5)
 
         watcher = threading.Thread(target=watch, daemon=True)
+        cpu_before = {name: tree_cpu(pid) for name, pid in pids.items()}
+        cpu_before["postgres"] = postgres_cpu()
         started = time.perf_counter()
         watcher.start()
         send_seconds = send(url, key, files)
@@ -317,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 time.sleep(0.2)
             verdicts = dict(conn.execute("SELECT verdict, count(*) FROM runs_run GROUP BY 1"))
+        cpu = {name: tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
+        cpu["postgres"] = postgres_cpu() - cpu_before["postgres"]
         done.set()
         watcher.join(timeout=10)
         spans = generated["spans"]
@@ -344,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss_mb": {k: round(v / 2**20) for k, v in peak.items()},
             "latency_during_load": {k: ms(v) for k, v in latencies.items()},
             "latency_failures": {k: v for k, v in failures.items() if v},
+            "cpu_seconds": {k: round(v, 1) for k, v in cpu.items()},
             "loadavg_at_start": loadavg,
             "web_workers": args.web_workers,
             "worker_concurrency": args.worker_concurrency,

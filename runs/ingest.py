@@ -249,8 +249,8 @@ def step_values(
     source_id = _text_safe((step.id or "")[:255])
     parent_id = _text_safe((step.parent_id or "")[:255])
     tool = _text_safe((step.tool or "")[:200])
-    args = _json_safe(step.args)
-    result = _json_safe(step.result)
+    args = _as_stored(step.args)
+    result = _as_stored(step.result)
     status = step.status if step.status in ("ok", "error") else "ok"
     batch_id = _text_safe((step.batch_id or "")[:255])
     text = _text_safe(step.text or "")
@@ -344,6 +344,28 @@ def _json_safe(value):
         return {_text_safe(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    return value
+
+
+def _jsonb_key(key: str) -> tuple[int, bytes]:
+    raw = key.encode("utf-8", "surrogatepass")
+    return len(raw), raw
+
+
+def _as_stored(value):
+    """Return value as a jsonb column gives it back: NUL characters replaced (jsonb refuses
+    \\u0000), non-finite floats as text, object keys in jsonb's order (shorter first)."""
+    if isinstance(value, str):
+        return _text_safe(value)
+    if isinstance(value, dict):
+        items = [(_text_safe(str(k)), _as_stored(v)) for k, v in value.items()]
+        if len(items) > 1:
+            items.sort(key=lambda item: _jsonb_key(item[0]))
+        return dict(items)
+    if isinstance(value, list | tuple):
+        return [_as_stored(v) for v in value]
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return str(value)
     return value

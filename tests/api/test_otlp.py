@@ -195,3 +195,50 @@ def test_the_opentelemetry_sdk_example_agent_shows_up_analyzed(live_server, key,
     page = Client()
     page.force_login(project.members.get())
     assert page.get(f"/runs/{runs[stuck].pk}/").status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_sent_twice_is_stored_once(client, key, project):
+    body = to_proto(request(root_span(TRACE_A), tool_span(TRACE_A, 0)))
+    assert post(client, key, body).status_code == 200
+    assert post(client, key, body).status_code == 200
+    trace = Trace.objects.get(project=project, source="otlp")
+    assert bytes(trace.raw) == body and OtlpSpanGroup.objects.count() == 1
+    assert Run.objects.get(project=project).tool_call_count == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_interleaved_traces_in_one_request_become_their_own_runs(client, key, project):
+    spans = [root_span(TRACE_A), root_span(TRACE_B)]
+    for n in range(5):
+        spans += [tool_span(TRACE_A, n), tool_span(TRACE_B, n, query=f"q{n}")]
+    spans.append(span(TRACE_B, "00" * 8, "a" * 16, "rejected", 9))  # an invalid span id
+    assert post(client, key, to_proto(request(*spans))).status_code == 200
+    runs = {run.external_id: run for run in Run.objects.filter(project=project)}
+    assert runs[TRACE_A].tool_call_count == 5 and runs[TRACE_A].verdict == "stop"
+    assert runs[TRACE_B].tool_call_count == 5 and runs[TRACE_B].verdict != "stop"
+    assert runs[TRACE_B].step_count == 6  # the rejected span is not in the run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_spans_stranded_by_a_lost_countdown_task_are_assembled_by_requeue_stale(
+    client, key, project, settings, monkeypatch
+):
+    from datetime import timedelta
+
+    from runs import ingest, tasks
+
+    with monkeypatch.context() as lost:
+        lost.setattr(tasks.assemble_otlp, "apply_async", lambda *a, **k: None)
+        post(client, key, to_proto(request(*[tool_span(TRACE_A, n) for n in range(5)])))
+        post(client, key, to_proto(request(root_span(TRACE_B), tool_span(TRACE_B, 0))))
+    assert not Run.objects.exists() and OtlpSpanGroup.objects.filter(assembled=False).count() == 2
+    settings.LOOPBOARD_OTLP_QUIET_SECONDS = 3600  # TRACE_A (no root yet) is not quiet yet
+    ingest.requeue_stale(older_than=timedelta(0))
+    assert list(Run.objects.values_list("external_id", flat=True)) == [TRACE_B]
+    settings.LOOPBOARD_OTLP_QUIET_SECONDS = 0  # a worker starting later: past the quiet period
+    tasks.requeue_unfinished()
+    run = Run.objects.get(external_id=TRACE_A)
+    assert run.tool_call_count == 5 and run.verdict == "stop"
+    assert not OtlpSpanGroup.objects.filter(assembled=False).exists()
+    assert set(Trace.objects.values_list("status", flat=True)) == {"analyzed"}
