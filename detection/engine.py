@@ -24,7 +24,7 @@ from .detectors import DETECTORS
 from .detectors.base import Event, Lane, add_seq
 from .detectors.similarity import ACK_TOOLS
 from .findings import _RANK, Analysis, Check, Finding, LedgerEntry, Waste, worst
-from .keys import value_digest
+from .keys import digester, value_digest
 from .model import Run, Step
 from .policy import Policy, ToolSettings
 
@@ -38,7 +38,7 @@ SERIES_POINTS = 200
 class _Plan:
     """What the core loop needs about one tool, resolved once (see ``Monitor._plan``)."""
 
-    __slots__ = ("mutating", "observers", "prefix", "quiet", "quota", "settings", "volatile")
+    __slots__ = ("digest", "mutating", "observers", "prefix", "quiet", "quota", "settings")
 
     def __init__(
         self, settings: ToolSettings, quiet: bool, observers: tuple[tuple[str, Any], ...]
@@ -46,7 +46,7 @@ class _Plan:
         self.settings = settings
         self.quiet = quiet  # mutating, polling or an acknowledgement: no similarity checks
         self.prefix = settings.tool + ":"
-        self.volatile = settings.volatile
+        self.digest = digester(settings.volatile)  # value_digest for this tool's volatile keys
         self.mutating = settings.mutating
         self.quota = settings.quota
         self.observers = observers  # (state name, bound observe), in catalogue order
@@ -287,10 +287,10 @@ class Monitor:
         tool = step.tool or "?"
         plan = self._plan(tool)
         settings = plan.settings
-        volatile = plan.volatile
         # Signatures are computed here, once per call, and shared by every detector.
-        sig = plan.prefix + value_digest(step.args, volatile)
-        rdig = value_digest(step.result, volatile)
+        digest = plan.digest
+        sig = plan.prefix + digest(step.args)
+        rdig = digest(step.result)
         error = step.status == "error"
         # One Event per monitor, refilled for each call: detectors read it during this call
         # only (none keeps it), so there is no need to allocate one per step.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_VOLATILE",
     "call_signature",
     "digest",
+    "digester",
     "normalize",
     "outcome_key",
     "progress_signature",
@@ -146,16 +147,65 @@ def digest(value: Any) -> str:
     return xxhash.xxh3_64_hexdigest(_encode(value))
 
 
-#: value_digest remembers the digests of short encodings (loops repeat the same arguments and
-#: results), per volatile key set; each memo is cleared when full, so memory stays bounded.
+#: Digesters remember the digests of short values (loops repeat the same arguments and
+#: results); each memo is cleared when full, so memory stays bounded.
 _MEMO_MAX = 2048
 _MEMO_SIZE = 512  # only values whose text/encoding is shorter than this are remembered
-_memos: dict[frozenset[str], dict[Any, str]] = {}
+_digesters: dict[frozenset[str], Callable[[Any], str]] = {}
 
 
 def clear_memo() -> None:
     """Forget remembered digests (benchmarks start each job cold with this)."""
-    _memos.clear()
+    _digesters.clear()
+
+
+def digester(volatile: frozenset[str] = DEFAULT_VOLATILE) -> Callable[[Any], str]:
+    """Return ``value_digest`` for one full volatile key set, as a fast one-argument function.
+
+    The engine keeps one per tool: the pattern, the memo and the C functions it calls are
+    bound once instead of being looked up on every call.
+    """
+    found = _digesters.get(volatile)
+    if found is not None:
+        return found
+    needs_work = _needs_work(volatile).search
+    memo: dict[Any, str] = {}
+    dumps, hexdigest = orjson.dumps, xxhash.xxh3_64_hexdigest
+
+    def value_digest(value: Any) -> str:
+        if isinstance(value, str):
+            if len(value) >= _MEMO_SIZE:
+                return hexdigest(_encode(_normalize_str(value, volatile)))
+            known = memo.get(value)
+            if known is None:
+                known = hexdigest(_encode(_normalize_str(value, volatile)))
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                memo[value] = known
+            return known
+        try:
+            raw = dumps(value, option=_OPTS)
+        except TypeError:
+            raw = _encode(value)
+        if len(raw) >= _MEMO_SIZE:
+            if needs_work(raw) is None:
+                return hexdigest(raw)
+            return hexdigest(_encode(_normalize(value, volatile)))
+        known = memo.get(raw)
+        if known is None:
+            if needs_work(raw) is None:
+                known = hexdigest(raw)
+            else:
+                known = hexdigest(_encode(_normalize(value, volatile)))
+            if len(memo) >= _MEMO_MAX:
+                memo.clear()
+            memo[bytes(memoryview(raw))] = known  # orjson's bytes keep a ~4 KiB buffer: copy
+        return known
+
+    if len(_digesters) >= 256:
+        _digesters.clear()
+    _digesters[volatile] = value_digest
+    return value_digest
 
 
 def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str:
@@ -165,31 +215,7 @@ def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str
     canonical once sorted, which a single C-level scan of their encoding proves. Short
     values seen recently are answered from a memo (keyed by the text or the encoding).
     """
-    memo = _memos.get(volatile)
-    if memo is None:
-        if len(_memos) >= 256:
-            _memos.clear()
-        memo = _memos[volatile] = {}
-    if isinstance(value, str):
-        key: Any = value
-        if len(value) < _MEMO_SIZE and (known := memo.get(value)) is not None:
-            return known
-        result = xxhash.xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
-    else:
-        key = raw = _encode(value)
-        if len(raw) < _MEMO_SIZE and (known := memo.get(raw)) is not None:
-            return known
-        if _needs_work(volatile).search(raw) is None:
-            result = xxhash.xxh3_64_hexdigest(raw)
-        else:
-            result = xxhash.xxh3_64_hexdigest(_encode(_normalize(value, volatile)))
-    if len(key) < _MEMO_SIZE:
-        if len(memo) >= _MEMO_MAX:
-            memo.clear()
-        if type(key) is bytes:
-            key = bytes(memoryview(key))  # orjson's output keeps a ~4 KiB buffer: copy it
-        memo[key] = result
-    return result
+    return digester(volatile)(value)
 
 
 def _volatile_set(volatile: Iterable[str]) -> frozenset[str]:
