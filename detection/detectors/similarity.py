@@ -6,6 +6,7 @@ exempt), nor at failures (errors escalate as tool failures, see repeat.py).
 
 from __future__ import annotations
 
+import copy
 import posixpath
 from typing import Any
 
@@ -160,6 +161,12 @@ class Cluster:
         self.sigs = {ev.sig}
         self.first_seq = ev.seq
         self.seqs = [ev.seq]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Cluster:
+        """Copy for a new lane (Lane.copy): the call's values are shared, never changed."""
+        twin = copy.copy(self)
+        twin.rdigs, twin.sigs, twin.seqs = set(self.rdigs), set(self.sigs), list(self.seqs)
+        return twin
 
     @property
     def args(self) -> frozenset[str]:
