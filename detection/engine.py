@@ -285,7 +285,7 @@ class Monitor:
 
     def _tool_call(self, step: Step, lane: Lane) -> None:
         tool = step.tool or "?"
-        plan = self._plan(tool)
+        plan = self._plans.get(tool) or self._plan(tool)
         settings = plan.settings
         # Signatures are computed here, once per call, and shared by every detector.
         digest = plan.digest
