@@ -185,6 +185,12 @@ def postgres_cpu() -> float:
     return total
 
 
+def busy_cpu() -> float:
+    """CPU seconds the whole machine spent busy (all processes, all cores)."""
+    times = psutil.cpu_times()
+    return times.user + times.system + getattr(times, "nice", 0.0)
+
+
 def send(url: str, key: str, files: list[Path], connections: int = 2) -> float:
     """POST the protobuf batches from `connections` keep-alive connections; return seconds."""
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
@@ -252,8 +258,10 @@ def table(summary: dict) -> str:
          "~1.1 GB (one process)"),
         ("run page during load (median/p95/max)", latency("run_page"), ""),
         ("GET /api/runs/{id} during load", latency("api_run"), ""),
-        ("CPU s web / worker / postgres", " / ".join(
-            str(summary["cpu_seconds"].get(k, "?")) for k in ("web", "worker", "postgres")), ""),
+        ("CPU s web / worker / postgres / others", " / ".join(
+            str(summary["cpu_seconds"].get(k, "?"))
+            for k in ("web", "worker", "postgres", "other processes")), ""),
+        ("cores", f"{os.cpu_count()}", "2 (same machine class)"),
         ("verdicts (truth)", f"{summary['verdicts']}", f"{summary['truth']}"),
         ("load average at start", f"{summary['loadavg_at_start']}", ""),
     ]  # fmt: skip
@@ -323,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher = threading.Thread(target=watch, daemon=True)
         cpu_before = {name: tree_cpu(pid) for name, pid in pids.items()}
         cpu_before["postgres"] = postgres_cpu()
+        busy_before = busy_cpu()
         started = time.perf_counter()
         watcher.start()
         send_seconds = send(url, key, files)
@@ -341,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             verdicts = dict(conn.execute("SELECT verdict, count(*) FROM runs_run GROUP BY 1"))
         cpu = {name: tree_cpu(pid) - cpu_before[name] for name, pid in pids.items()}
         cpu["postgres"] = postgres_cpu() - cpu_before["postgres"]
+        cpu["other processes"] = max(0.0, busy_cpu() - busy_before - sum(cpu.values()))
         done.set()
         watcher.join(timeout=10)
         spans = generated["spans"]

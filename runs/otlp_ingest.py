@@ -20,7 +20,7 @@ import json
 import logging
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -37,7 +37,7 @@ import detection
 from . import ingest
 from .importers.base import Limits, TraceError
 from .importers.otlp import Collector, Span, spans_from_request
-from .models import OtlpSpanGroup, Project, Trace, Verdict
+from .models import OtlpSpanGroup, Project, Run, Trace, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -374,11 +374,9 @@ def _assemble_chunk(
         if not todo:
             return []  # another task did them
         missing = sorted({g[1] for t in todo for g in groups[t]} - decoded.keys())
-        for pk, raw, fmt in Trace.objects.filter(pk__in=missing).values_list(
-            "pk", "raw", "declared_format"
-        ):
+        for pk, raw, fmt in _raw_requests(missing):
             encoding = "json" if fmt == "otlp-json" else "proto"
-            decoded[pk] = _spans_by_trace(bytes(raw), encoding, wanted)
+            decoded[pk] = _spans_by_trace(raw, encoding, wanted)
         entries: list[ingest.NewRun] = []
         group_runs: list[tuple[list[int], int]] = []  # (group pks, index into entries)
         unbuilt: list[int] = []
@@ -405,6 +403,21 @@ def _assemble_chunk(
                 [[m[0] for m in marks], [m[1] for m in marks]],
             )
     return [run.pk for run, _ in stored]
+
+
+def _raw_requests(trace_ids: list[int]) -> list[tuple[int, bytes, str]]:
+    """Return (id, raw bytes, declared format) of stored requests, the bytes fetched in
+    binary (not as hex text twice their size)."""
+    if not trace_ids:
+        return []
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(
+            f"SELECT id, raw, declared_format FROM {Trace._meta.db_table} WHERE id = ANY(%s)",
+            [trace_ids],
+            binary=True,
+        )
+        return [(pk, bytes(raw), fmt) for pk, raw, fmt in cursor.fetchall()]
 
 
 def _spans_by_trace(body: bytes, encoding: str, wanted: set[str]) -> dict[str, list[Span]]:
@@ -493,25 +506,22 @@ def _run_of(trace_id: str, spans: list[Span], rows: list) -> detection.Run | Non
     return parsed
 
 
-def _finish_batches(project_id: int, trace_ids: Iterable[str]) -> None:
-    """Mark analyzed the request traces whose spans are all in analyzed runs."""
-    batch_ids = set(
-        OtlpSpanGroup.objects.filter(project_id=project_id, trace_id__in=trace_ids).values_list(
-            "batch_id", flat=True
-        )
-    )
-    open_ = set(
-        OtlpSpanGroup.objects.filter(batch_id__in=batch_ids, assembled=False).values_list(
-            "batch_id", flat=True
-        )
-    ) | set(
-        OtlpSpanGroup.objects.filter(
-            batch_id__in=batch_ids, run__verdict=Verdict.PENDING
-        ).values_list("batch_id", flat=True)
-    )
-    Trace.objects.filter(pk__in=batch_ids - open_, status=Trace.Status.ANALYZING).update(
-        status=Trace.Status.ANALYZED, updated_at=timezone.now()
-    )
+def _finish_batches(project_id: int, trace_ids: list[str]) -> None:
+    """Mark analyzed the request traces whose spans are all in analyzed runs (one statement)."""
+    groups, runs = OtlpSpanGroup._meta.db_table, Run._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {Trace._meta.db_table} AS t SET status = %s, updated_at = %s
+            WHERE t.status = %s
+              AND t.id IN (SELECT batch_id FROM {groups}
+                           WHERE project_id = %s AND trace_id = ANY(%s))
+              AND NOT EXISTS (SELECT 1 FROM {groups} AS g LEFT JOIN {runs} AS r ON r.id = g.run_id
+                              WHERE g.batch_id = t.id AND (NOT g.assembled OR r.verdict = %s))
+            """,
+            [Trace.Status.ANALYZED, timezone.now(), Trace.Status.ANALYZING, project_id,
+             list(trace_ids), Verdict.PENDING],
+        )  # fmt: skip
 
 
 def assemble_stranded(*, older_than: timedelta | None = None) -> int:
