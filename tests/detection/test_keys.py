@@ -115,3 +115,19 @@ def test_fast_digest_equals_digest_of_normalized_for_path_like_strings():
             text = "".join(combo)
             for value in (text, {"p": text}, [text, {"q": text + "/b"}]):
                 assert value_digest(value) == digest(normalize(value)), value
+
+
+def test_digester_memo_gives_the_same_digests_and_stays_bounded():
+    from detection import keys
+
+    keys.clear_memo()
+    run = keys.digester(keys.DEFAULT_VOLATILE)
+    values = [{"p": "./a//b", "ts": 1}, " a  b ", {"q": [1, 2]}, "x" * 2000, {"t": "y " * 400}]
+    first = [run(value) for value in values]
+    again = [run(value) for value in values]  # short ones now come from the memo
+    assert first == again == [digest(normalize(value)) for value in values]
+    for number in range(keys._MEMO_MAX + 10):
+        run({"n": number})
+    assert run.__closure__ is not None
+    memo = next(c.cell_contents for c in run.__closure__ if isinstance(c.cell_contents, dict))
+    assert len(memo) <= keys._MEMO_MAX
