@@ -7,7 +7,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
+from django.db.models import Value
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -112,55 +114,81 @@ def analyze_runs(
     *,
     finish_traces: bool = True,
 ) -> list[Run]:
-    """Analyze runs (each with its steps) and write their findings, ledgers and summaries.
+    """Analyze stored runs (each with its steps) and write their findings, ledgers and
+    summaries; see `write`."""
+    return write(prepare(items, policy), finish_traces=finish_traces)
 
-    The one place analysis results are written: a few statements for all the runs together,
-    in one transaction. With finish_traces, the traces of the runs are marked analyzed once
-    none of their runs waits any more.
-    """
-    done: list[tuple[Run, detection.Analysis, StepSample]] = []
+
+@dataclass(slots=True)
+class Analyzed:
+    """One run's analysis, its summary columns already set on `run` (not yet written)."""
+
+    run: Run
+    result: detection.Analysis
+    seen: StepSample
+    search_text: str
+
+
+def prepare(
+    items: Iterable[tuple[Run, Iterable[detection.Step]]], policy: detection.Policy
+) -> list[Analyzed]:
+    """Run the engine over each run's steps and set the run's summary columns in memory (the
+    run need not be saved yet: `ingest.store_runs` inserts new runs already summarized)."""
+    now = timezone.now()
+    out = []
     for run, steps in items:
         seen = StepSample()
-        done.append((run, detection.analyze(seen.watch(steps), policy), seen))
-    if not done:
+        result = detection.analyze(seen.watch(steps), policy)
+        _summarize(run, result, seen, now)
+        out.append(
+            Analyzed(run, result, seen, f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}")
+        )
+    return out
+
+
+def search_vector(item: Analyzed) -> SearchVector:
+    """The expression that writes a run's search column (for an INSERT)."""
+    return SearchVector(Value(item.search_text), config="simple")
+
+
+def write(
+    analyzed: list[Analyzed], *, inserted: Iterable[int] = (), finish_traces: bool = True
+) -> list[Run]:
+    """Write analyses: replace the findings and ledgers, and the summary columns of the runs
+    not just `inserted` with them (see `ingest.store_runs`). The one place analysis results
+    are written, a few statements for all the runs together, in one transaction. With
+    finish_traces, the traces of the runs are marked analyzed once none of their runs waits.
+    """
+    if not analyzed:
         return []
-    run_ids = [run.pk for run, _, _ in done]
-    now = timezone.now()
-    updates = []
+    inserted = set(inserted)
+    existing = [a.run.pk for a in analyzed if a.run.pk not in inserted]
     with transaction.atomic():
-        Finding.objects.filter(run_id__in=run_ids).delete()
-        LedgerRow.objects.filter(run_id__in=run_ids).delete()
+        if existing:
+            Finding.objects.filter(run_id__in=existing).delete()
+            LedgerRow.objects.filter(run_id__in=existing).delete()
         Finding.objects.bulk_create(
-            finding_row(run, finding) for run, result, _ in done for finding in result.findings
+            finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
         )
         ingest.copy_rows(
             LedgerRow._meta.db_table,
             LEDGER_COLUMNS,
-            (row for run, result, _ in done for row in ledger_values(run.pk, result.ledger)),
+            (row for a in analyzed for row in ledger_values(a.run.pk, a.result.ledger)),
         )
-        for run, result, seen in done:
-            _summarize(run, result, seen, now)
-            updates.append(
-                (
-                    run.verdict,
-                    run.stall_score,
-                    run.waste_steps,
-                    run.waste_tokens,
-                    run.waste_cost,
-                    run.waste_seconds,
-                    run.detectors,
-                    Jsonb(run.summary),
-                    now,
-                    f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}",
-                    run.pk,
-                )
-            )
-        with connection.cursor() as cursor:
-            cursor.executemany(RUN_UPDATE, updates)
+        updates = [
+            (a.run.verdict, a.run.stall_score, a.run.waste_steps, a.run.waste_tokens,
+             a.run.waste_cost, a.run.waste_seconds, a.run.detectors, Jsonb(a.run.summary),
+             a.run.analyzed_at, a.search_text, a.run.pk)
+            for a in analyzed
+            if a.run.pk not in inserted
+        ]  # fmt: skip
+        if updates:
+            with connection.cursor() as cursor:
+                cursor.executemany(RUN_UPDATE, updates)
         if finish_traces:
-            for trace_id in sorted({run.trace_id for run, _, _ in done if run.trace_id}):
+            for trace_id in sorted({a.run.trace_id for a in analyzed if a.run.trace_id}):
                 finish_trace(trace_id)
-    return [run for run, _, _ in done]
+    return [a.run for a in analyzed]
 
 
 # The search column is what SearchVector(Value(text), config="simple") would write.

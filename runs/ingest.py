@@ -164,13 +164,19 @@ def store_runs(
     project: Project,
     entries: Sequence[NewRun],
     policy: detection.Policy | None = None,
+    *,
+    analyze: bool = False,
 ) -> list[tuple[Run, list[detection.Step]]]:
     """Insert (or rebuild in place) runs and their steps, the steps with one COPY.
 
     Returns each run with its steps exactly as the engine reads them back from the database
-    (`analysis.iter_steps`), so a caller can analyze them without reading them back. The
-    caller's transaction is the unit; an entry whose `run_id` no longer exists is inserted.
+    (`analysis.iter_steps`). With analyze=True the steps are analyzed from memory and the
+    results written too (`analysis.write`), new runs inserted with their summary at once.
+    The caller's transaction is the unit; an entry whose `run_id` no longer exists is
+    inserted.
     """
+    from . import analysis
+
     policy = policy or detection.Policy()
     wanted = [e.run_id for e in entries if e.run_id is not None]
     existing = (
@@ -187,6 +193,14 @@ def store_runs(
         else:
             fresh.append(run)
         out.append(run)
+    rows = [[step_values(None, step, policy) for step in e.parsed.steps] for e in entries]
+    stored = [
+        (run, [read_back for _, read_back in steps]) for run, steps in zip(out, rows, strict=True)
+    ]
+    analyzed = analysis.prepare(stored, policy) if analyze else []
+    for item in analyzed:
+        if item.run.pk is None:  # inserted with its search column
+            item.run.search = analysis.search_vector(item)
     if fresh:
         Run.objects.bulk_create(fresh)
     if rebuilt:
@@ -205,16 +219,17 @@ def store_runs(
                 ended_at=run.ended_at,
                 verdict=Verdict.PENDING,
             )
-    rows: list[tuple] = []
-    stored: list[tuple[Run, list[detection.Step]]] = []
-    for run, entry in zip(out, entries, strict=True):
-        engine_steps = []
-        for step in entry.parsed.steps:
-            values, read_back = step_values(run.pk, step, policy)
-            rows.append(values)
-            engine_steps.append(read_back)
-        stored.append((run, engine_steps))
-    copy_rows(Step._meta.db_table, STEP_COLUMNS, rows)
+    copy_rows(
+        Step._meta.db_table,
+        STEP_COLUMNS,
+        (
+            (run.pk, *values[1:])
+            for run, steps in zip(out, rows, strict=True)
+            for values, _ in steps
+        ),
+    )
+    if analyze:
+        analysis.write(analyzed, inserted=[run.pk for run in fresh], finish_traces=False)
     return stored
 
 
@@ -238,7 +253,7 @@ def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> R
 
 
 def step_values(
-    run_id: int, step: detection.Step, policy: detection.Policy
+    run_id: int | None, step: detection.Step, policy: detection.Policy
 ) -> tuple[tuple, detection.Step]:
     """Return the column values (STEP_COLUMNS, JSON columns as JSON text) of one step, and the
     engine's step as it reads those values back from the database (`analysis.iter_steps`)."""

@@ -353,8 +353,6 @@ def _assemble_chunk(
 ) -> list[int]:
     """Build (or rebuild) the runs of some OTLP trace ids from all their buffered spans, and
     analyze them, in one transaction."""
-    from . import analysis
-
     with transaction.atomic():
         keys = sorted({_lock_key(project.pk, t) for t in trace_ids})  # one order: no deadlock
         with connection.cursor() as cursor:
@@ -391,8 +389,7 @@ def _assemble_chunk(
             existing = next((row[4] for row in rows if row[4]), None)
             group_runs.append(([row[0] for row in rows], len(entries)))
             entries.append(ingest.NewRun(parsed, root_batch, existing))
-        stored = ingest.store_runs(project, entries, policy)
-        analysis.analyze_runs(stored, policy, finish_traces=False)
+        stored = ingest.store_runs(project, entries, policy, analyze=True)
         marks = [(pk, stored[index][0].pk) for pks, index in group_runs for pk in pks]
         marks += [(pk, None) for pk in unbuilt]
         with connection.cursor() as cursor:

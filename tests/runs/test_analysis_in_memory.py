@@ -72,3 +72,15 @@ def test_a_rebuilt_run_keeps_its_id_and_gets_new_steps(project):
     stored = Run.objects.get(pk=run.pk)
     assert stored.step_count == 2 and stored.verdict == "ok" and stored.ledger_rows.count() == 0
     assert list(Step.objects.filter(run=run).values_list("seq", flat=True)) == [0, 1]
+
+
+def test_a_run_inserted_analyzed_matches_its_reanalysis(project):
+    policy = project.policy()
+    [(run, _)] = ingest.store_runs(
+        project, [ingest.NewRun(tricky_run(), None)], policy, analyze=True
+    )
+    inserted = snapshot(run.pk)
+    assert inserted[0] == "stop" and inserted[8][0][0]  # verdict and search column written
+    assert Run.objects.get(pk=run.pk).analyzed_at is not None
+    analysis.analyze_run(run.pk)
+    assert snapshot(run.pk) == inserted
