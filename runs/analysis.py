@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.contrib.postgres.search import SearchVector
 from django.db import connection, transaction
@@ -202,7 +203,7 @@ RUN_UPDATE = f"""
 LEDGER_COLUMNS = ("run_id", "seq", "tool", "repeat_of", "count")
 
 
-def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now) -> None:  # type: ignore[no-untyped-def]
+def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now: datetime) -> None:
     """Set the run's summary columns from one analysis (not saved)."""
     waste = result.waste
     run.verdict = result.verdict
@@ -299,12 +300,6 @@ def _args_text(args) -> str:
     except (TypeError, ValueError):
         text = str(args)
     return text[:SEARCH_ARGS_CHARS]
-
-
-def ledger_rows(run: Run, ledger: Iterable[detection.LedgerEntry]) -> Iterator[LedgerRow]:
-    """Yield the rows to store for the ledger's repeated (no-progress) calls."""
-    for values in ledger_values(run.pk, ledger):
-        yield LedgerRow(**dict(zip(LEDGER_COLUMNS, values, strict=True)))
 
 
 def ledger_values(run_id: int, ledger: Iterable[detection.LedgerEntry]) -> Iterator[tuple]:
