@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 import detection
 
 from . import ingest
-from .models import Finding, LedgerRow, Run, Step, Trace, Verdict
+from .models import STEP_FIELDS, Finding, LedgerRow, Run, Step, Trace, Verdict
 
 STRIP_BUCKETS = 48  # cells of the runs list's repeat picture
 MAX_FOLDS = 5000
@@ -26,24 +26,6 @@ SEARCH_ARGS_CHARS = 200  # of each distinct argument object
 SEARCH_TEXT_CHARS = 8000  # per run: bounds the tsvector at 100k steps
 NON_WORD = re.compile(r"[\W_]+")  # file names are one token to the parser: split them
 FOLD_MIN = 3  # consecutive no-progress repeats folded into one band
-
-STEP_FIELDS = (
-    "seq",
-    "kind",
-    "source_id",
-    "parent_id",
-    "tool",
-    "args",
-    "result",
-    "status",
-    "batch_id",
-    "text",
-    "started_at",
-    "ended_at",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-)
 
 
 def iter_steps(run_id: int) -> Iterator[detection.Step]:

@@ -19,7 +19,7 @@ from detection import keys
 from runs import importers
 from runs.importers import TraceError
 
-from .models import Project, Run, Step, Trace, Verdict
+from .models import STEP_FIELDS, Project, Run, Step, Trace, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -118,25 +118,8 @@ def _fail(trace: Trace, message: str) -> None:
     )
 
 
-STEP_COLUMNS = (
-    "run_id",
-    "seq",
-    "kind",
-    "source_id",
-    "parent_id",
-    "tool",
-    "args",
-    "result",
-    "status",
-    "batch_id",
-    "text",
-    "started_at",
-    "ended_at",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-    "call_sig",
-)
+# The columns COPY writes: the step fields the engine reads back, plus keys of our own.
+STEP_COLUMNS = ("run_id", *STEP_FIELDS, "call_sig")
 
 
 @dataclass(slots=True)

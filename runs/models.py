@@ -232,6 +232,27 @@ class Run(models.Model):
         return None
 
 
+# The step columns that make up the engine's view of a step (`Step.as_step`), in order:
+# analysis reads them back, ingest writes them with COPY.
+STEP_FIELDS = (
+    "seq",
+    "kind",
+    "source_id",
+    "parent_id",
+    "tool",
+    "args",
+    "result",
+    "status",
+    "batch_id",
+    "text",
+    "started_at",
+    "ended_at",
+    "tokens_in",
+    "tokens_out",
+    "cost",
+)
+
+
 class Step(models.Model):
     """One step of a run: a message, or a tool call with its result (the common model)."""
 
