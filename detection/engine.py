@@ -56,8 +56,8 @@ class _Incident:
     """A finding while it is still growing: one loop, escalating from warn to stop."""
 
     __slots__ = (
-        "count", "detector", "fired_at", "latest", "mark", "message", "rule", "seqs",
-        "severity", "signature", "threshold", "tool",
+        "count", "detector", "fired_at", "mark", "message", "rule", "seqs", "severity",
+        "signature", "threshold", "tool",
     )  # fmt: skip
 
     def __init__(self, detector: str, fired_at: int) -> None:
@@ -70,8 +70,7 @@ class _Incident:
         self.seqs: list[int] = []
         self.count = 0
         self.threshold = 0
-        self.message = ""  # the words when it fired (what a live agent is told)
-        self.latest: Any = ""  # the words for its latest count (a string or a function)
+        self.message = ""
         self.rule = ""
 
 
@@ -191,11 +190,7 @@ class Monitor:
             seconds=seconds,
         )
 
-    def _finding(self, inc: _Incident, *, final: bool = False) -> Finding:
-        message = inc.message
-        if final and inc.latest:
-            # A finished loop is described with its final count, not the count it fired at.
-            message = inc.latest() if callable(inc.latest) else inc.latest
+    def _finding(self, inc: _Incident) -> Finding:
         return Finding(
             detector=inc.detector,
             severity=inc.severity,
@@ -205,7 +200,7 @@ class Monitor:
             count=inc.count,
             threshold=inc.threshold,
             fired_at=inc.fired_at,
-            message=message,
+            message=inc.message,
             rule=inc.rule,
             waste=self._waste(inc.mark),
         )
@@ -235,8 +230,6 @@ class Monitor:
         else:
             rises = _RANK[severity] > _RANK[inc.severity]
         inc.count, inc.seqs = count, seqs
-        if _RANK[severity] >= _RANK[inc.severity]:
-            inc.latest = message
         if severity != "info":
             self._hit = True
         if not rises:
@@ -445,7 +438,7 @@ class Monitor:
     @property
     def findings(self) -> list[Finding]:
         """Return every finding so far, ordered by the step where it fired."""
-        out = [self._finding(inc, final=True) for inc in self._incidents.values()]
+        out = [self._finding(inc) for inc in self._incidents.values()]
         out.sort(key=lambda finding: finding.fired_at)
         return out
 

@@ -75,19 +75,6 @@ def test_observe_returns_what_fires_now():
     assert [[f.severity for f in now] for now in fired] == [[], [], ["warn"], [], ["stop"]]
 
 
-def test_a_live_agent_is_told_the_count_that_fired_and_the_analysis_the_final_count():
-    trace = Trace()
-    for _ in range(7):
-        trace.call("search", {"q": "x"}, "nothing")
-    monitor = Monitor()
-    fired = [finding for step in trace.steps for finding in monitor.observe(step)]
-    assert [(f.severity, f.count) for f in fired] == [("warn", 3), ("stop", 5)]
-    assert "3 times" in fired[0].message and "5 times" in fired[1].message
-    (final,) = analyze(trace.steps).findings
-    assert final.count == 7
-    assert "7 times" in final.message
-
-
 def test_check_warns_before_the_third_identical_call_and_does_not_record_it():
     monitor = Monitor()
     trace = Trace()
