@@ -457,7 +457,8 @@ def _run_name(run: Run) -> str:
         root = next((s for s in run.steps if s.parent_id is None and s.kind == "system"), None)
         label = root.text if root is not None else ""
     label = str(label or "").strip()[:120]
-    return f"{label} · {run.id[:12]}" if label else run.id
+    short = run.id if len(run.id) <= 20 else run.id[:12]  # session ids whole, trace ids cut
+    return f"{label} · {short}" if label else run.id
 
 
 class Collector:
