@@ -1,4 +1,5 @@
-"""Claude Code session JSONL (`~/.claude/projects/<project>/<session>.jsonl`).
+"""Claude Code session JSONL (`~/.claude/projects/<project>/<session>.jsonl`, sub-agents in
+`<session>/subagents/agent-<id>.jsonl`).
 
 Mapping (README 3.5), one run per file (id = `sessionId`):
 - Assistant records hold ONE content block each; records with the same `message.id` are one
@@ -18,6 +19,25 @@ Mapping (README 3.5), one run per file (id = `sessionId`):
   (parent_id = that call's step id; matched by the prompt text, else the one unanswered Task
   call); when such a link exists, main-line steps are chained (parent_id = previous main
   step) so the sub-agent is a sibling branch. Without a link the run stays linear.
+- Edit/retry branches (`parentUuid` forks): only the LIVE branch is imported. The live path is
+  the newest main-line user/assistant record (the last one written) and its ancestors by
+  `parentUuid` (or `logicalParentUuid` across a compaction boundary). A user/assistant
+  record whose parent is on the live path but which is not itself on it starts an abandoned
+  branch (an edited message or a regenerated response); it and everything hanging below it
+  are dropped and counted in `metadata["abandoned_records"]` (user/assistant/system records
+  only; the key is absent when nothing was dropped). Not branches, so kept: the records of
+  the same API message (`message.id`) as a live one and tool results of kept calls (Claude
+  Code chains parallel results to their own `tool_use` record, a fork that is no edit);
+  progress/system records beside the path; records after the newest message; sub-agent
+  (sidechain) records hanging off the main line; records whose parent is null or not in the
+  file (a root, a file starting mid-tree, an old restart): with no common parent there is no
+  fork to tell, so two first messages that both have parent null are both kept. A session
+  without forks imports exactly as a plain linear file.
+- Sub-agent files (`agent-<id>.jsonl`, every message `isSidechain: true`; the first
+  `parentUuid` may be null or point outside the file): imported on their own as one linear
+  run, the branch rule applied among their own records; id `<sessionId>/agent-<agentId>`,
+  name `agent-<agentId>` (agent id from the records' `agentId`, else the file name);
+  `metadata["agent_id"]` is set.
 - Tokens from `message.usage` (last record of the message): tokens_in = input +
   cache_creation + cache_read input tokens, tokens_out = output tokens, on the first step of
   the message. Times from `timestamp`. metadata: model, session_id, version, cwd, git_branch.
@@ -27,6 +47,7 @@ Mapping (README 3.5), one run per file (id = `sessionId`):
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -58,6 +79,7 @@ RECORD_TYPES = {
     "file-history-snapshot",
 }
 TASK_TOOLS = {"Task", "Agent"}
+AGENT_FILE = re.compile(r"agent-([^./\\]+)\.jsonl")
 
 
 def sniff(head: bytes) -> bool:
@@ -101,22 +123,158 @@ class _State:
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the one run of a session file."""
+    """Yield the one run of a session (or sub-agent) file."""
     reader = JsonlReader(stream, source=source, limits=limits)
-    state = _State(limits)
-    for _, record in reader:
-        _record(state, record)
+    records = [record for _, record in reader]
     reader.check_not_empty()
+    abandoned = _abandoned(records)
+    state = _State(limits)
+    dropped = 0
+    for position, record in enumerate(records):
+        if position in abandoned:
+            dropped += record.get("type") in ("user", "assistant", "system")
+            continue
+        _record(state, record)
     _usage_to_steps(state)
     _link_sidechains(state)
     meta = state.meta
     if state.skipped:
         meta["skipped_records"] = dict(state.skipped)
+    if dropped:
+        meta["abandoned_records"] = dropped
     run_id = str(meta.get("session_id") or os.path.basename(source) or "run")
-    run = Run(
-        id=run_id, format=name, steps=state.steps, metadata=meta, name=str(meta.get("slug") or "")
-    )
+    run_name = str(meta.get("slug") or "")
+    agent_id = _subagent_id(records, source)
+    if agent_id is not None:
+        meta["agent_id"] = agent_id
+        run_id = f"{meta['session_id']}/agent-{agent_id}" if meta.get("session_id") else agent_id
+        run_name = f"agent-{agent_id}"
+    run = Run(id=run_id, format=name, steps=state.steps, metadata=meta, name=run_name)
     yield finish_run(reader.annotate(run), source=source, limits=limits)
+
+
+def _is_message(record: dict[str, Any]) -> bool:
+    return record.get("type") in ("user", "assistant")
+
+
+def _subagent_id(records: list[dict[str, Any]], source: str) -> str | None:
+    """Return the agent id of a sub-agent file (all its messages are sidechain), else None."""
+    messages = [r for r in records if _is_message(r)]
+    if not messages or not all(r.get("isSidechain") is True for r in messages):
+        return None
+    for record in messages:
+        if isinstance(record.get("agentId"), str) and record["agentId"]:
+            return record["agentId"]
+    match = AGENT_FILE.match(os.path.basename(source))
+    if match:
+        return match.group(1)
+    session = next((r.get("sessionId") for r in messages if r.get("sessionId")), None)
+    return str(session) if session else "agent"
+
+
+def _parent_uuid(record: dict[str, Any]) -> str | None:
+    parent = record.get("parentUuid")
+    if not isinstance(parent, str) or not parent:
+        parent = record.get("logicalParentUuid")  # a compaction boundary links back this way
+    return parent if isinstance(parent, str) and parent else None
+
+
+def _abandoned(records: list[dict[str, Any]]) -> set[int]:
+    """Return the positions of the records on abandoned edit/retry branches (see docstring)."""
+    by_uuid: dict[str, int] = {}
+    for position, record in enumerate(records):
+        uuid = record.get("uuid")
+        if isinstance(uuid, str) and uuid not in by_uuid:
+            by_uuid[uuid] = position
+    firsts = set(by_uuid.values())
+    messages = [p for p in sorted(firsts) if _is_message(records[p])]
+    if not messages:
+        return set()
+    main_side = not any(not records[p].get("isSidechain") for p in messages)
+    main = [p for p in messages if bool(records[p].get("isSidechain")) == main_side]
+    live: set[int] = set()  # the live path: the newest main-line message and its ancestors
+    position: int | None = main[-1]
+    while position is not None and position not in live:
+        live.add(position)
+        position = by_uuid.get(_parent_uuid(records[position]) or "")
+    forks = {by_uuid.get(_parent_uuid(records[p]) or "") for p in live}  # have a live child
+    live_messages = {_message_id(records[p]) for p in live if _is_message(records[p])} - {None}
+    status: dict[int, Any] = {}  # "live" | "kept" | "abandoned" | anchor: position of a live one
+    kept_calls: set[str] = set()
+    dropped: set[int] = set()
+    for position in sorted(firsts):
+        record = records[position]
+        state = _branch_status(records, position, live, status, by_uuid, forks)
+        if state == "abandoned" and _rescued(record, live_messages, kept_calls):
+            state = "kept"
+        status[position] = state
+        if state == "abandoned":
+            dropped.add(position)
+        else:
+            kept_calls.update(_tool_use_ids(record))
+    return dropped
+
+
+def _branch_status(
+    records: list[dict[str, Any]],
+    position: int,
+    live: set[int],
+    status: dict[int, Any],
+    by_uuid: dict[str, int],
+    forks: set[int | None],
+) -> Any:
+    """Return the branch status of one record from its parent's (parents come first)."""
+    if position in live:
+        return "live"
+    record = records[position]
+    parent = by_uuid.get(_parent_uuid(record) or "")
+    if parent is None or parent not in status:
+        return "kept"  # a root, or a parent outside the file (or written later): cannot tell
+    parent_state = status[parent]
+    if isinstance(parent_state, int):  # beside the live path: judge from the live record
+        parent, parent_state = parent_state, "live"
+    if parent_state != "live":
+        return parent_state  # a branch's records share its fate
+    if bool(record.get("isSidechain")) != bool(records[parent].get("isSidechain")):
+        return "kept"  # a sub-agent starting from the main line
+    if parent not in forks:
+        return "kept"  # continues after the newest message (e.g. a closing system record)
+    if not _is_message(record):
+        return parent  # a progress/system record beside the live path: not a branch by itself
+    return "abandoned"
+
+
+def _message_id(record: dict[str, Any]) -> str | None:
+    message = record.get("message")
+    msg_id = message.get("id") if isinstance(message, dict) else None
+    return msg_id if record.get("type") == "assistant" and isinstance(msg_id, str) else None
+
+
+def _content(record: dict[str, Any]) -> list[Any]:
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def _tool_use_ids(record: dict[str, Any]) -> list[str]:
+    return [
+        str(b["id"])
+        for b in _content(record)
+        if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and b.get("id")
+    ]
+
+
+def _rescued(record: dict[str, Any], live_messages: set[Any], kept_calls: set[str]) -> bool:
+    """Off-path records that still belong to the live branch: another block of a live API
+    message, or the result of a kept call (parallel results chain to their own tool_use)."""
+    if record.get("type") == "assistant":
+        return _message_id(record) in live_messages
+    results = [
+        b.get("tool_use_id")
+        for b in _content(record)
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    return bool(results) and all(isinstance(r, str) and r in kept_calls for r in results)
 
 
 def _record(state: _State, record: dict[str, Any]) -> None:

@@ -7,10 +7,16 @@ Every line is `{timestamp, type, payload}`. Mapping (README 3.7), one run per fi
 - `response_item` `message`: role `user` -> `user` step, except harness-injected context
   (text starting `<environment_context>`, `<user_instructions>`, `# AGENTS.md`) and role
   `developer`/`system` -> `system` steps; role `assistant` -> `assistant` step.
-  `reasoning` (summary texts) -> `reasoning` step.
+  `reasoning` (summary texts, joined by newlines) -> `reasoning` step.
 - `event_msg` `user_message` / `agent_message` / `agent_reasoning` repeat what the
   response items say: each is paired with a response item of the same kind and text (either
   order) and only the first of the pair becomes a step, so no text is counted twice.
+  Reasoning is paired part by part: a `reasoning` item with several `summary` parts comes
+  with one `agent_reasoning` event per part (or one event holding them all), before or after
+  the item. Parts already seen as events are dropped from the item (all seen: no step);
+  events repeating a part of a stepped item are dropped; consecutive `agent_reasoning`
+  events of one response, with no item yet, form one step. Text is compared with runs of
+  whitespace collapsed.
 - Calls, linked to their output by `call_id` (ids made unique with `#n` when reused):
   `function_call` (tool = `name`, args = parsed JSON `arguments`), `custom_tool_call`
   (apply_patch: args `{"input": <patch>}`), `local_shell_call` (tool `local_shell`, args =
@@ -44,7 +50,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .base import Limits, parse_time
+from .base import Limits, clip_strings, parse_time
 from .harness_common import (
     JsonlReader,
     content_text,
@@ -65,6 +71,7 @@ CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_sear
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
 INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<user_shell_command>")
 EXIT_CODE = re.compile(r"^Exit code:\s*(-?\d+)", re.MULTILINE)
+PENDING_REASONING = 50  # reasoning items whose parts may still come back as events
 WALL_TIME = re.compile(r"^Wall time:.*\n?", re.MULTILINE)
 
 
@@ -89,6 +96,8 @@ class _State:
     response: int = 0
     in_response: bool = False
     response_first: Step | None = None
+    event_reasoning: Step | None = None  # the latest step built from agent_reasoning events
+    reasoning_items: list[list[str]] = field(default_factory=list)  # parts no event repeated yet
     skipped: Counter = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "codex"})
 
@@ -185,6 +194,59 @@ def _message(state: _State, kind: str, text: str, when: float | None, origin: st
     _add(state, text_step(kind, text, limits=state.limits), when, model=kind != "user")
 
 
+def _key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _reasoning_item(state: _State, summary: Any, when: float | None) -> None:
+    """One reasoning item: its summary parts, each of which may already be an event."""
+    parts = [content_text(part) for part in summary] if isinstance(summary, list) else []
+    parts = [part for part in parts if _key(part)]
+    if not parts:
+        return
+    events = state.unpaired.setdefault(("reasoning", "event"), Counter())
+    whole = _key("\n".join(parts))
+    if len(parts) > 1 and events[whole]:  # one event held all the parts
+        events[whole] -= 1
+        return
+    fresh = []
+    for part in parts:
+        if events[_key(part)]:
+            events[_key(part)] -= 1
+        else:
+            fresh.append(part)
+    if not fresh:
+        return
+    state.reasoning_items.append([_key(part) for part in fresh])
+    del state.reasoning_items[:-PENDING_REASONING]
+    _add(state, text_step("reasoning", "\n".join(fresh), limits=state.limits), when, model=True)
+
+
+def _reasoning_event(state: _State, text: str, when: float | None) -> None:
+    """One `agent_reasoning` event (one summary part, or all of them): dropped when it repeats
+    a reasoning item already stepped; consecutive events of one response form one step."""
+    key = _key(text)
+    if not key:
+        return
+    for index, waiting in enumerate(state.reasoning_items):
+        if key in waiting:
+            waiting.remove(key)
+        elif key != " ".join(waiting):
+            continue
+        else:
+            waiting.clear()
+        if not waiting:
+            del state.reasoning_items[index]
+        return
+    state.unpaired.setdefault(("reasoning", "event"), Counter())[key] += 1
+    last = state.steps[-1] if state.steps else None
+    if last is not None and last is state.event_reasoning and state.in_response:
+        last.text = clip_strings(f"{last.text}\n{text}", state.limits.max_value_chars)
+        return
+    step = text_step("reasoning", text, limits=state.limits)
+    state.event_reasoning = _add(state, step, when, model=True)
+
+
 def _response_item(state: _State, payload: dict[str, Any], when: float | None) -> None:
     kind = payload.get("type")
     if kind == "message":
@@ -195,9 +257,7 @@ def _response_item(state: _State, payload: dict[str, Any], when: float | None) -
         elif role in ("user", "assistant"):
             _message(state, role, text, when, "item")
     elif kind == "reasoning":
-        text = content_text(payload.get("summary"))
-        if text:
-            _message(state, "reasoning", text, when, "item")
+        _reasoning_item(state, payload.get("summary"), when)
     elif kind in CALL_TYPES:
         _call(state, payload, when)
     elif kind in OUTPUT_TYPES:
@@ -265,7 +325,7 @@ def _event(state: _State, payload: dict[str, Any], when: float | None) -> None:
     elif kind == "agent_message":
         _message(state, "assistant", str(payload.get("message") or ""), when, "event")
     elif kind == "agent_reasoning":
-        _message(state, "reasoning", str(payload.get("text") or ""), when, "event")
+        _reasoning_event(state, str(payload.get("text") or ""), when)
     elif kind == "token_count":
         _tokens(state, payload.get("info"))
     elif kind == "turn_aborted":

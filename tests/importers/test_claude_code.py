@@ -8,6 +8,17 @@ Counts taken by hand from the files, independently of the importer:
   sub-agent whose records live in another file); `"is_error":true` -> 0;
   `jq -r 'select(.type=="assistant")|.message.id' | sort -u | wc -l` -> 39 API messages
   over 55 assistant records.
+
+Hand-written fixtures (README 3.5 field by field; tests/data/importers):
+- claude_code_branches.jsonl: 27 lines, 26 with a `uuid`, one queue-operation. A response
+  retried (toolu_02, toolu_03 and their results hang under the same parent as the live
+  retry toolu_04) and a user message edited ("yes, and run the linter too" + toolu_07 +
+  result, beside the live "yes, fix it"): 7 abandoned user/assistant records. 9 tool_use
+  blocks, 3 abandoned -> 6 calls, 2 of them `is_error`. `pytest -q -x tests/test_calc.py`
+  appears 5 times (`grep -c`), each failing identically except the last live one.
+  toolu_05/toolu_06 are parallel calls whose results chain to their own tool_use record.
+- claude_code_agent-a4f2c91.jsonl: a sub-agent file, every record `isSidechain: true`,
+  `agentId: "a4f2c91"`, first `parentUuid` null; 3 tool_use blocks (two parallel), 3 results.
 """
 
 from __future__ import annotations
@@ -18,12 +29,16 @@ from pathlib import Path
 
 import pytest
 
+from detection import analyze
 from runs.importers import detect_format, iter_runs
 from runs.importers.base import TraceError
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "claude-code"
 COVERAGE = TRACES / "coverage-test-fix" / "transcript.jsonl"
 PORT = TRACES / "python-to-rust-port" / "transcript.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "importers"
+BRANCHES = FIXTURES / "claude_code_branches.jsonl"
+AGENT = FIXTURES / "claude_code_agent-a4f2c91.jsonl"
 
 
 def runs_of(data: bytes, **kwargs):
@@ -71,6 +86,8 @@ def test_samples_hand_counted(path, calls, failed):
     assert run.metadata["model"] == "claude-opus-4-5-20251101"
     assert run.metadata["skipped_records"] == {"queue-operation": 1}
     assert all(step.parent_id is None for step in run.steps)  # linear: no sidechain here
+    # parallel results chain to their own tool_use record: forks, but no edit/retry branch
+    assert "abandoned_records" not in run.metadata
 
 
 def test_meta_records_are_system_steps_not_user_turns():
@@ -169,3 +186,102 @@ def test_invalid_line_is_skipped_and_counted():
 def test_empty_or_truncated_files_fail(data):
     with pytest.raises(TraceError):
         runs_of(data, format="claude-code")
+
+
+def repeat_warnings(run):
+    return [f for f in analyze(run).findings if f.detector == "repeat" and f.severity != "info"]
+
+
+def test_abandoned_edit_and_retry_branches_are_dropped_and_counted():
+    data = BRANCHES.read_bytes()
+    assert data.count(b'"command":"pytest -q -x tests/test_calc.py"') == 5
+    (run,) = runs_of(data)
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [c.id for c in calls] == [
+        "toolu_01", "toolu_04", "toolu_05", "toolu_06", "toolu_08", "toolu_09"
+    ]  # fmt: skip
+    assert [c.status for c in calls].count("error") == 2
+    assert all(c.result is not None for c in calls)  # parallel results kept with their calls
+    assert run.metadata["abandoned_records"] == 7
+    assert run.metadata["skipped_records"] == {"queue-operation": 1}
+    users = [s.text for s in run.steps if s.kind == "user"]
+    assert users == ["The tests in tests/test_calc.py fail; fix them.", "yes, fix it"]
+    assert run.steps[-1].kind == "system"  # written after the newest message: kept
+    assert all(s.parent_id is None for s in run.steps)
+    assert repeat_warnings(run) == []
+
+
+def test_the_same_records_as_one_chain_would_be_a_loop():
+    """Control: relinked into one linear chain, the repeated failing call does warn."""
+    records = [json.loads(line) for line in BRANCHES.read_bytes().splitlines()]
+    previous = None
+    for record in records:
+        if "uuid" in record:
+            record["parentUuid"], previous = previous, record["uuid"]
+    (run,) = runs_of(jsonl(*records))
+    assert run.tool_calls == 9 and "abandoned_records" not in run.metadata
+    (finding,) = repeat_warnings(run)
+    assert finding.tool == "Bash" and finding.count >= 3
+
+
+def test_compaction_boundary_keeps_the_history_before_it():
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "uuid": "c1",
+        "parentUuid": None,
+        "logicalParentUuid": "r1",
+        "sessionId": "s1",
+        "content": "Conversation compacted",
+        "isSidechain": False,
+    }
+    data = jsonl(
+        rec("user", "u1", "go"),
+        use("a1", "u1", "m1", "toolu_1", "Bash", {"command": "ls"}),
+        rec(
+            "user", "r1", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}], "a1"
+        ),
+        boundary,
+        rec("user", "u2", "This session continues from a summary", "c1", isCompactSummary=True),
+        rec("user", "u3", "and again", "u2"),
+        use("a2", "u3", "m2", "toolu_2", "Bash", {"command": "ls"}),
+    )
+    (run,) = runs_of(data)
+    assert [s.id for s in run.steps if s.kind == "tool_call"] == ["toolu_1", "toolu_2"]
+    assert "abandoned_records" not in run.metadata
+
+
+def test_sub_agent_file_imports_alone():
+    data = AGENT.read_bytes()
+    assert detect_format(data[:65536]) == "claude-code"
+    (run,) = runs_of(data, source=str(AGENT))
+    assert run.format == "claude-code"
+    assert run.id == "7d3e9b2a-5c41-4f8e-9a06-1b2c3d4e5f60/agent-a4f2c91"
+    assert run.name == "agent-a4f2c91" and run.metadata["agent_id"] == "a4f2c91"
+    assert [s.kind for s in run.steps] == [
+        "user", "assistant", "tool_call", "tool_call", "tool_call", "assistant"
+    ]  # fmt: skip
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [(c.tool, c.status) for c in calls] == [("Grep", "ok"), ("Glob", "ok"), ("Read", "ok")]
+    assert calls[0].result == "calc.py:1:def add(a, b):" and all(c.result for c in calls)
+    assert all(s.parent_id is None for s in run.steps)
+    assert "abandoned_records" not in run.metadata and "skipped_records" not in run.metadata
+
+
+def test_sub_agent_file_starting_outside_without_agent_id_is_named_after_the_file():
+    records = [json.loads(line) for line in AGENT.read_bytes().splitlines()]
+    records[0]["parentUuid"] = "9f0e1d2c-0000-4000-8000-00000000beef"  # a main-file record
+    for record in records:
+        record.pop("agentId")
+    (run,) = runs_of(jsonl(*records), source="/p/subagents/agent-b77.jsonl")
+    assert run.name == "agent-b77" and run.id.endswith("/agent-b77")
+    assert run.tool_calls == 3 and all(s.result for s in run.steps if s.kind == "tool_call")
+    assert "abandoned_records" not in run.metadata
+
+
+def test_retried_branch_inside_a_sub_agent_file_is_dropped():
+    records = [json.loads(line) for line in AGENT.read_bytes().splitlines()]
+    first_try = dict(records[6], uuid="retry-1")  # the Read call, first attempt
+    first_try["message"] = dict(records[6]["message"], id="msg_S2old")
+    (run,) = runs_of(jsonl(*records[:6], first_try, *records[6:]), source=str(AGENT))
+    assert run.tool_calls == 3 and run.metadata["abandoned_records"] == 1

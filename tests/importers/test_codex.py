@@ -21,6 +21,7 @@ from runs.importers import codex, detect_format, iter_runs
 from runs.importers.base import TraceError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "importers" / "codex_rollout.jsonl"
+REASONING = FIXTURE.with_name("codex_reasoning_parts.jsonl")
 
 
 def runs_of(data: bytes, **kwargs):
@@ -133,3 +134,60 @@ def test_native_jsonl_is_not_taken_for_codex():
 def test_empty_or_truncated_file_fails(data):
     with pytest.raises(TraceError):
         runs_of(data, format="codex")
+
+
+def test_multi_part_reasoning_is_not_duplicated_by_its_events():
+    """codex_reasoning_parts.jsonl (hand-written from README 3.7): 4 `reasoning` items (2, 3,
+    2 and 1 summary parts) and 7 `agent_reasoning` events: one per part after the first item,
+    one per part before the second, one holding both parts of the third, one for the fourth
+    (a new turn repeating an earlier part) -> 4 reasoning steps."""
+    (run,) = runs_of(REASONING.read_bytes())
+    reasoning = [s for s in run.steps if s.kind == "reasoning"]
+    assert [s.text for s in reasoning] == [
+        "**Looking at the build**\n\nStart with the build script.\n**Timing each stage**",
+        "**Reading the Makefile**\n**Spotting the clean step**\n**Checking the cache**",
+        "**Wrapping up**\nThe clean step rebuilds everything.",
+        "**Timing each stage**",
+    ]
+    assert [s.batch_id for s in reasoning] == ["resp-1", "resp-2", "resp-3", "resp-4"]
+    assert (reasoning[1].tokens_in, reasoning[1].tokens_out) == (4500, 300)
+    assert [s.kind for s in run.steps].count("assistant") == 1
+    assert [s.kind for s in run.steps].count("user") == 2
+    assert run.tool_calls == 3
+
+
+def test_reasoning_events_without_items_stay_one_step_per_response():
+    lines = [
+        {"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}},
+        {
+            "timestamp": "t",
+            "type": "event_msg",
+            "payload": {"type": "agent_reasoning", "text": "a"},
+        },
+        {
+            "timestamp": "t",
+            "type": "event_msg",
+            "payload": {"type": "agent_reasoning", "text": "b"},
+        },
+        {
+            "timestamp": "t",
+            "type": "response_item",
+            "payload": {"type": "function_call", "name": "x", "arguments": "{}", "call_id": "c"},
+        },
+        {
+            "timestamp": "t",
+            "type": "response_item",
+            "payload": {"type": "function_call_output", "call_id": "c", "output": "ok"},
+        },
+        {
+            "timestamp": "t",
+            "type": "event_msg",
+            "payload": {"type": "agent_reasoning", "text": "a"},
+        },
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    (run,) = runs_of(data, format="codex")
+    assert [(s.kind, s.text) for s in run.steps if s.kind == "reasoning"] == [
+        ("reasoning", "a\nb"),
+        ("reasoning", "a"),
+    ]
