@@ -57,7 +57,7 @@ class _Incident:
 
     __slots__ = (
         "count", "detector", "fired_at", "mark", "message", "rule", "seqs", "severity",
-        "signature", "threshold", "tool",
+        "signature", "stop_at", "threshold", "tool",
     )  # fmt: skip
 
     def __init__(self, detector: str, fired_at: int) -> None:
@@ -72,6 +72,7 @@ class _Incident:
         self.threshold = 0
         self.message = ""
         self.rule = ""
+        self.stop_at: int | None = None  # seq where it crossed the stop threshold
 
 
 class Monitor:
@@ -202,6 +203,7 @@ class Monitor:
             fired_at=inc.fired_at,
             message=inc.message,
             rule=inc.rule,
+            stop_at=inc.stop_at,
             waste=self._waste(inc.mark),
         )
 
@@ -237,6 +239,8 @@ class Monitor:
         if callable(message):  # detectors may pass a function: words cost, build them once
             message = message()
         inc.severity, inc.threshold, inc.rule, inc.message = severity, threshold, rule, message
+        if severity == "stop":
+            inc.stop_at = self._last_seq
         if severity != "info" and inc.mark is None:
             inc.mark = self._totals()
             if self._run_mark is None:

@@ -51,10 +51,11 @@ class Finding:
     seqs: tuple[int, ...]  # steps involved (the first 100)
     count: int  # how many times, in the detector's unit (calls, cycles, batches)
     threshold: int  # the threshold the count crossed for this severity
-    fired_at: int  # seq of the step where the finding first fired
+    fired_at: int  # seq of the step where the finding first fired (its first threshold)
     message: str  # what is repeated, since when, what to do instead (for an agent)
     rule: str  # the policy row that set the threshold
     waste: Waste = field(default_factory=Waste)
+    stop_at: int | None = None  # seq where it crossed the stop threshold (== fired_at if at once)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -228,6 +228,7 @@ def finding_row(run: Run, finding: detection.Finding) -> Finding:
         count=finding.count,
         threshold=finding.threshold or 0,
         fired_at=finding.fired_at or 0,
+        stop_at=finding.stop_at,
         rule=(finding.rule or "")[:255],
         message=finding.message,
         waste_steps=waste.steps if waste else 0,

@@ -326,7 +326,8 @@ class Finding(models.Model):
     seqs = ArrayField(models.PositiveIntegerField(), default=list)
     count = models.PositiveIntegerField(default=0)
     threshold = models.PositiveIntegerField(default=0)
-    fired_at = models.PositiveIntegerField(default=0)  # the seq where the threshold was crossed
+    fired_at = models.PositiveIntegerField(default=0)  # the seq where it first crossed a threshold
+    stop_at = models.PositiveIntegerField(null=True, blank=True)  # where it crossed stop
     rule = models.CharField(max_length=255, blank=True)  # the policy row that set the threshold
     message = models.TextField()
     waste_steps = models.PositiveIntegerField(default=0)
@@ -340,6 +341,12 @@ class Finding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.detector} {self.severity} on {self.tool or 'run'}"
+
+    def crossings(self) -> list[tuple[str, int]]:
+        """Return (severity, seq) for each threshold it crossed: warn, then stop."""
+        if self.stop_at is not None and self.stop_at != self.fired_at:
+            return [("warn", self.fired_at), ("stop", self.stop_at)]
+        return [(self.severity, self.fired_at)]
 
 
 class ToolPolicy(models.Model):

@@ -82,6 +82,7 @@ class FindingOut(Schema):
     count: int
     threshold: int
     fired_at: int
+    stop_at: int | None
     rule: str
     message: str
     waste_steps: int

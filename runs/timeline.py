@@ -22,6 +22,7 @@ UNFOLD_PAGE = 150
 PREVIEW_CHARS = 600  # of args / result / text, cut in the database
 GAP_SECONDS = 30  # show "… later" between rows further apart than this
 
+
 class JsonText(Func):
     """A jsonb value as text: a JSON string as its plain text (newlines kept), else JSON."""
 
@@ -55,6 +56,20 @@ def hue(signature: str) -> int:
 
 
 @dataclass
+class Crossing:
+    """A threshold a finding crossed at one step (a warning, then maybe the stop)."""
+
+    finding: Finding
+    severity: str
+    seq: int
+
+    @property
+    def threshold(self) -> int | None:
+        # The row keeps the threshold of its final severity only.
+        return self.finding.threshold if self.severity == self.finding.severity else None
+
+
+@dataclass
 class Item:
     """One row of the timeline: a step, a folded band, a threshold marker or a time gap."""
 
@@ -63,7 +78,7 @@ class Item:
     fold: dict | None = None
     first: Step | None = None
     last: Step | None = None
-    findings: list[Finding] = field(default_factory=list)
+    crossings: list[Crossing] = field(default_factory=list)
     seconds: float | None = None
     highlight: bool = False
     hue: int = 0
@@ -202,16 +217,19 @@ def build_window(
     by_seq = {s.seq: s for s in steps}
     lo = segments[0][1] if segments and segments[0][0] == "steps" else start
     hi = (more_from - 1) if more_from is not None else last_seq
-    fired: dict[int, list[Finding]] = {}
-    for finding in run.findings.filter(fired_at__gte=lo, fired_at__lte=hi):
-        fired.setdefault(finding.fired_at, []).append(finding)
+    crossed: dict[int, list[Crossing]] = {}
+    near = Q(fired_at__range=(lo, hi)) | Q(stop_at__range=(lo, hi))
+    for finding in run.findings.filter(near):
+        for severity, seq in finding.crossings():
+            if lo <= seq <= hi:
+                crossed.setdefault(seq, []).append(Crossing(finding, severity, seq))
     items: list[Item] = []
     previous: datetime | None = None
     for segment in segments:
         if segment[0] == "fold":
             band = segment[1]
             inside = [
-                f for seq, fs in fired.items() if band["start"] <= seq <= band["end"] for f in fs
+                c for seq, cs in crossed.items() if band["start"] <= seq <= band["end"] for c in cs
             ]
             lit = any(band["start"] <= seq <= band["end"] for seq in highlight)
             first, last = by_seq.get(band["start"]), by_seq.get(band["end"])
@@ -221,7 +239,7 @@ def build_window(
                     fold=band,
                     first=first,
                     last=last,
-                    findings=inside,
+                    crossings=inside,
                     highlight=lit,
                     hue=hue(band.get("signature") or band.get("tool") or ""),
                 )
@@ -238,8 +256,8 @@ def build_window(
                     items.append(Item("gap", seconds=gap))
             items.append(Item("step", step=step))
             previous = step.started_at or previous
-            if seq in fired:
-                items.append(Item("marker", findings=fired[seq]))
+            if seq in crossed:
+                items.append(Item("marker", crossings=crossed[seq]))
     timed = any(s.offset is not None for s in steps)
     return Timeline(items, more_from, until=end, timed=timed)
 

@@ -75,6 +75,13 @@ def test_observe_returns_what_fires_now():
     assert [[f.severity for f in now] for now in fired] == [[], [], ["warn"], [], ["stop"]]
 
 
+def test_a_finding_records_where_it_warned_and_where_it_stopped():
+    (finding,) = analyze(pattern("AAAAAA")).findings
+    assert (finding.severity, finding.fired_at, finding.stop_at) == ("stop", 2, 4)
+    (warned,) = analyze(pattern("AAAA")).findings
+    assert (warned.severity, warned.fired_at, warned.stop_at) == ("warn", 2, None)
+
+
 def test_check_warns_before_the_third_identical_call_and_does_not_record_it():
     monitor = Monitor()
     trace = Trace()

@@ -149,3 +149,14 @@ def test_healthz_checks_the_database(client):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+def test_the_timeline_marks_where_each_threshold_was_crossed(client_in, project, process):
+    run = process(project, looping_trace(6)).runs.get()  # calls at steps 1..6
+    finding = run.findings.get(detector="repeat")
+    assert (finding.fired_at, finding.stop_at) == (3, 5)
+    folded = client_in.get(run.get_absolute_url()).content.decode()
+    assert "warn at #3" in folded and "stop at #5" in folded
+    flat = client_in.get(run.get_absolute_url() + "?from=0&to=6&flat=1").content.decode()
+    assert "crossed the warn threshold at step #3" in flat
+    assert "crossed the stop threshold (5) at step #5" in flat
