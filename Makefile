@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test lint format bench screenshots clean
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $$(scripts/find-python) -m venv $(VENV)
+	@test -x $(PY) || { py=$$(PYTHON="$(PYTHON)" scripts/find-python) && $$py -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
