@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_htmx",
+    "ninja",  # serves the API docs' Swagger UI from static files, never from a CDN
     "runs",
 ]
 
