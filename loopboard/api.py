@@ -44,7 +44,7 @@ api = NinjaAPI(
         "Upload traces, read runs and findings, tune the policy and ask the live loop check. "
         "Authenticate with a project API key: `Authorization: Bearer <key>`. The key's "
         "project is the one every call acts on. OTLP/HTTP traces go to `POST /v1/traces` "
-        "(not part of this schema; see docs/api.md)."
+        "(not part of this schema; see the README)."
     ),
     parser=BoundedJSONParser(),
     urls_namespace="api",
