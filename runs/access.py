@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from .models import Finding, Project, Run, Trace
+from .models import Project, Run, Trace
 
 
 def projects_for(user) -> QuerySet[Project]:
@@ -21,10 +21,6 @@ def runs_for(user) -> QuerySet[Run]:
 
 def traces_for(user) -> QuerySet[Trace]:
     return Trace.objects.filter(project__in=projects_for(user))
-
-
-def findings_for(user) -> QuerySet[Finding]:
-    return Finding.objects.filter(run__project__in=projects_for(user))
 
 
 def get_run(user, run_id: int) -> Run:

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 import detection
 
 from . import ingest
-from .models import STEP_FIELDS, Finding, LedgerRow, Run, Step, Trace, Verdict
+from .models import STEP_FIELDS, Finding, LedgerRow, Run, Step, Trace, Verdict, engine_step
 
 STRIP_BUCKETS = 48  # cells of the runs list's repeat picture
 MAX_FOLDS = 5000
@@ -36,40 +36,8 @@ def iter_steps(run_id: int) -> Iterator[detection.Step]:
         .values_list(*STEP_FIELDS)
         .iterator(chunk_size=5000)
     )
-    for (
-        seq,
-        kind,
-        source_id,
-        parent_id,
-        tool,
-        args,
-        result,
-        status,
-        batch_id,
-        text,
-        started_at,
-        ended_at,
-        tokens_in,
-        tokens_out,
-        cost,
-    ) in rows:
-        yield detection.Step(
-            seq=seq,
-            kind=kind,
-            id=source_id or None,
-            parent_id=parent_id or None,
-            tool=tool or None,
-            args=args,
-            result=result,
-            status=status,
-            batch_id=batch_id or None,
-            text=text or None,
-            started_at=started_at.timestamp() if started_at else None,
-            ended_at=ended_at.timestamp() if ended_at else None,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
-            cost=cost,
-        )
+    for row in rows:
+        yield engine_step(*row)
 
 
 def analyze_run(

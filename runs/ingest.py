@@ -19,7 +19,7 @@ from detection import keys
 from runs import importers
 from runs.importers import TraceError
 
-from .models import STEP_FIELDS, Project, Run, Step, Trace, Verdict
+from .models import STEP_FIELDS, Project, Run, Step, Trace, Verdict, engine_step
 
 log = logging.getLogger(__name__)
 
@@ -258,23 +258,8 @@ def step_values(
     values = (run_id, step.seq, step.kind, source_id, parent_id, tool, _json_text(args),
               _json_text(result), status, batch_id, text, started_at, ended_at, tokens_in,
               tokens_out, cost, call_sig)  # fmt: skip
-    read_back = detection.Step(
-        seq=step.seq,
-        kind=step.kind,
-        id=source_id or None,
-        parent_id=parent_id or None,
-        tool=tool or None,
-        args=args,
-        result=result,
-        status=status,
-        batch_id=batch_id or None,
-        text=text or None,
-        started_at=started_at.timestamp() if started_at else None,
-        ended_at=ended_at.timestamp() if ended_at else None,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        cost=cost,
-    )
+    read_back = engine_step(step.seq, step.kind, source_id, parent_id, tool, args, result, status,
+                            batch_id, text, started_at, ended_at, tokens_in, tokens_out, cost)  # fmt: skip
     return values, read_back
 
 

@@ -291,23 +291,31 @@ class Step(models.Model):
 
     def as_step(self) -> detection.Step:
         """Return this row as the engine's step."""
-        return detection.Step(
-            seq=self.seq,
-            kind=self.kind,
-            id=self.source_id or None,
-            parent_id=self.parent_id or None,
-            tool=self.tool or None,
-            args=self.args,
-            result=self.result,
-            status=self.status,
-            batch_id=self.batch_id or None,
-            text=self.text or None,
-            started_at=self.started_at.timestamp() if self.started_at else None,
-            ended_at=self.ended_at.timestamp() if self.ended_at else None,
-            tokens_in=self.tokens_in,
-            tokens_out=self.tokens_out,
-            cost=self.cost,
-        )
+        return engine_step(*(getattr(self, name) for name in STEP_FIELDS))
+
+
+def engine_step(
+    seq, kind, source_id, parent_id, tool, args, result, status, batch_id, text,
+    started_at, ended_at, tokens_in, tokens_out, cost,
+) -> detection.Step:  # fmt: skip
+    """Return the engine's step for one row's STEP_FIELDS values (blank text means absent)."""
+    return detection.Step(
+        seq=seq,
+        kind=kind,
+        id=source_id or None,
+        parent_id=parent_id or None,
+        tool=tool or None,
+        args=args,
+        result=result,
+        status=status,
+        batch_id=batch_id or None,
+        text=text or None,
+        started_at=started_at.timestamp() if started_at else None,
+        ended_at=ended_at.timestamp() if ended_at else None,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost=cost,
+    )
 
 
 class Finding(models.Model):

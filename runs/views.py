@@ -346,7 +346,3 @@ def trace_status(request: HttpRequest, trace_id: int) -> HttpResponse:
     if trace.is_finished:
         response.status_code = HTMX_STOP_POLLING
     return response
-
-
-def home(request: HttpRequest) -> HttpResponse:
-    return redirect("runs:list")

@@ -6,7 +6,6 @@ flattening content blocks to text, and finishing a run (seq numbers, limits, ski
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -194,8 +193,3 @@ def fnumber(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def has_key(text: str, key: str) -> bool:
-    """Return whether `"key":` appears in the text."""
-    return re.search(rf'"{re.escape(key)}"\s*:', text) is not None
