@@ -9,7 +9,7 @@ monitor.observe(step)                         # after it: findings that fire now
 
 from .detectors import DETECTORS
 from .engine import Monitor, analyze
-from .findings import Analysis, Check, Finding, LedgerEntry, Waste
+from .findings import Analysis, Check, Finding, Ledger, LedgerEntry, Waste
 from .keys import DEFAULT_VOLATILE, call_signature, digest, normalize, progress_signature
 from .model import KINDS, Run, Step
 from .policy import Policy, ToolSettings
@@ -21,6 +21,7 @@ __all__ = [
     "Analysis",
     "Check",
     "Finding",
+    "Ledger",
     "LedgerEntry",
     "Monitor",
     "Policy",

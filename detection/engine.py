@@ -1,9 +1,9 @@
 """The core: one streaming engine behind both ``Monitor`` (live) and ``analyze`` (postmortem).
 
 Each step goes through ``Monitor.observe``: its signatures are computed once, it is placed on
-its path (lane) of the run tree, every enabled detector reads it with that lane's state, and
-the budgets, ledger and stall score are updated. ``analyze`` is the same loop over a whole
-run, so a live agent and the dashboard always agree.
+its path (lane) of the run tree, every detector that can fire for its tool reads it with
+that lane's state, and the budgets, ledger and stall score are updated. ``analyze`` is the
+same loop over a whole run, so a live agent and the dashboard always agree.
 
 Paths: when steps carry ``parent_id``, a step sees the earlier steps whose parent is one of its
 ancestors (see detection/model.py). Each bucket of siblings gets a lane; a new bucket starts as
@@ -12,7 +12,8 @@ a lane will never be used again (known in ``analyze``, which sees the whole run)
 a move instead.
 
 Memory: detector state is bounded by the number of distinct signatures; the number of lanes
-and remembered step ids are capped; the ledger is kept only when asked (``analyze``).
+and remembered step ids are capped; the ledger is kept only when asked (``analyze``), as
+columns of ints and shared strings (LedgerEntry objects are made when it is read).
 """
 
 from __future__ import annotations
@@ -20,11 +21,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .detectors import DETECTORS
-from .detectors.base import Event, Lane, add_seq
-from .detectors.similarity import ACK_TOOLS
-from .findings import _RANK, Analysis, Check, Finding, LedgerEntry, Waste, worst
-from .keys import digester, value_digest
+from .detectors.base import Event, Level, Message, add_seq
+from .detectors.patterns import BatchRepeat, BatchState, Oscillation, OscState
+from .detectors.repeat import Failing, MutatingFailure, Repeat, RepeatState
+from .detectors.similarity import (
+    ACK_TOOLS,
+    Cluster,
+    FileReads,
+    NearRepeat,
+    ReadRange,
+    ResultStall,
+    StallState,
+)
+from .detectors.streams import MessageLoop, Streak, StreakState, Text
+from .findings import _RANK, Analysis, Check, Finding, Ledger, Waste, worst
+from .keys import Digester, digester, value_digest
 from .model import Run, Step
 from .policy import Policy, ToolSettings
 
@@ -34,22 +45,88 @@ MAX_LANES = 4096
 MAX_IDS = 200_000
 SERIES_POINTS = 200
 
+Totals = tuple[int, float, float, float | None]  # steps, tokens, cost, time
+
+
+class Lane:
+    """The state of one root-to-node path: each detector's state plus what changed the world."""
+
+    __slots__ = (
+        "batch", "epoch", "messages", "mutations", "mutfail", "near", "osc", "reads",
+        "repeat", "stall", "streak",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.osc = OscState()
+        self.repeat = RepeatState()
+        self.mutfail: dict[str, Failing] = {}  # tool -> its run of identical failures
+        self.batch = BatchState()
+        self.stall = StallState()
+        self.reads: dict[str, FileReads] = {}  # path -> its reads
+        self.near: dict[str, list[Cluster]] = {}  # tool -> near-repeat clusters
+        self.streak = StreakState()
+        self.messages: list[Text] = []  # the assistant's texts since the last tool call
+        self.epoch = 0  # bumped by each new successful call to a mutating tool
+        self.mutations: set[str] = set()  # mutating call signatures seen in the scope
+
+    def copy(self, ev: Event) -> Lane:
+        twin = Lane()
+        twin.osc, twin.repeat, twin.batch = self.osc.copy(), self.repeat.copy(), self.batch.copy()
+        twin.mutfail = {tool: failing.copy() for tool, failing in self.mutfail.items()}
+        twin.stall, twin.streak = self.stall.copy(), self.streak.copy()
+        twin.reads = {path: reads.copy() for path, reads in self.reads.items()}
+        twin.near = {
+            tool: [cluster.copy(ev) for cluster in clusters] for tool, clusters in self.near.items()
+        }
+        twin.messages = [text.copy() for text in self.messages]
+        twin.epoch, twin.mutations = self.epoch, set(self.mutations)
+        return twin
+
+    def new_turn(self, scope: str) -> None:
+        """A user message: counts that are per turn start again (all of them in scope turn)."""
+        turn = scope == "turn"
+        if turn:
+            self.osc = OscState()
+            self.repeat.turn.clear()
+            self.repeat.caps.clear()
+            self.stall = StallState()
+            self.reads = {}
+            self.near = {}
+            self.mutations.clear()
+        self.batch = BatchState()
+        self.streak = StreakState()
+        self.messages = []
+
 
 class _Plan:
-    """What the core loop needs about one tool, resolved once (see ``Monitor._plan``)."""
+    """What the core loop needs about one tool, resolved once (see ``Monitor._plan``).
 
-    __slots__ = ("digest", "mutating", "observers", "prefix", "quiet", "quota", "settings")
+    A detector switched off here would return at once for every call to this tool (it is
+    disabled for the tool, or the tool is mutating, polling or an acknowledgement that the
+    similarity detectors never look at), so the core loop does not call it at all.
+    """
 
-    def __init__(
-        self, settings: ToolSettings, quiet: bool, observers: tuple[tuple[str, Any], ...]
-    ) -> None:
+    __slots__ = (
+        "batch", "digest", "mutating", "mutfail", "near", "osc", "prefix", "quiet", "quota",
+        "reads", "repeat", "settings", "stall", "streak",
+    )  # fmt: skip
+
+    def __init__(self, settings: ToolSettings, quiet: bool) -> None:
         self.settings = settings
         self.quiet = quiet  # mutating, polling or an acknowledgement: no similarity checks
         self.prefix = settings.tool + ":"
-        self.digest = digester(settings.volatile)  # value_digest for this tool's volatile keys
+        self.digest: Digester = digester(settings.volatile)
         self.mutating = settings.mutating
         self.quota = settings.quota
-        self.observers = observers  # (state name, bound observe), in catalogue order
+        on = {name: threshold.enabled for name, threshold in settings.thresholds.items()}
+        self.osc = on["oscillation"]
+        self.repeat = on["repeat"] and not (settings.polling and settings.max_repeats is None)
+        self.mutfail = on["mutating_failure"] and settings.mutating and not settings.polling
+        self.batch = on["batch_repeat"]
+        self.stall = on["result_stall"]
+        self.reads = on["read_range"] and not quiet
+        self.near = on["near_repeat"] and not quiet
+        self.streak = on["streak"]
 
 
 class _Incident:
@@ -60,19 +137,33 @@ class _Incident:
         "signature", "stop_at", "threshold", "tool",
     )  # fmt: skip
 
-    def __init__(self, detector: str, fired_at: int) -> None:
+    def __init__(self, detector: str, fired_at: int, tool: str | None, signature: str) -> None:
         self.detector = detector
         self.fired_at = fired_at
-        self.mark: tuple[int, float, float, float | None] | None = None  # totals at first warn
+        self.mark: Totals | None = None  # totals at the first warn
         self.severity = "info"
-        self.tool: str | None = None
-        self.signature = ""
+        self.tool = tool
+        self.signature = signature
         self.seqs: list[int] = []
         self.count = 0
         self.threshold = 0
         self.message = ""
         self.rule = ""
         self.stop_at: int | None = None  # seq where it crossed the stop threshold
+
+
+def _quota_message(tool: str, calls: int, quota: int) -> str:
+    return (
+        f"{tool} has been called {calls} times in this run, over its quota of {quota}. Stop "
+        "calling it: work with what you have, or report the blocker."
+    )
+
+
+def _budget_message(shown: str, unit: str, limit: float) -> str:
+    return (
+        f"This run has used {shown} {unit}, over its budget of {limit:g}. Finish now with what "
+        "you have, or report what is blocking you."
+    )
 
 
 class Monitor:
@@ -84,13 +175,20 @@ class Monitor:
 
     def __init__(self, policy: Policy | None = None, *, keep_ledger: bool = False) -> None:
         self.policy = policy or Policy()
-        self._detectors = {name: cls() for name, cls in DETECTORS.items()}
-        self._message_loop = self._detectors["message_loop"]
-        self._message_loop.threshold = self.policy.threshold("message_loop")
+        self._osc = Oscillation()
+        self._repeat = Repeat()
+        self._mutfail = MutatingFailure()
+        self._batch = BatchRepeat()
+        self._stall = ResultStall()
+        self._reads = ReadRange()
+        self._near = NearRepeat()
+        self._streak = Streak()
+        self._message_loop = MessageLoop(self.policy.threshold("message_loop"))
         self._message_on = self._message_loop.threshold.enabled
+        self._scope = self.policy.scope
         self._plans: dict[str, _Plan] = {}
-        self._ev = Event(0, "tool_call")  # reused for every tool call (see _tool_call)
-        self._lanes: dict[str | None, Lane] = {None: self._new_lane()}
+        self._ev = Event(self.policy.for_tool("?"))  # refilled for every tool call
+        self._lanes: dict[str | None, Lane] = {None: Lane()}
         self._where: dict[str, str | None] = {}  # step id -> key of the lane it lives in
         self._current: str | None = None
         self._incidents: dict[tuple[str, Any], _Incident] = {}
@@ -99,25 +197,23 @@ class Monitor:
         self._quota: dict[str, list[int]] = {}  # tool -> first seqs
         self._quota_n: dict[str, int] = {}  # tool -> calls
         self._keep_ledger = keep_ledger
-        self._ledger: list[LedgerEntry] = []
+        self._ledger = Ledger()
         self._series: list[tuple[int, float]] = []
         self._stride = 1
-        self._run_mark: tuple[int, float, float, float | None] | None = None
+        self._run_mark: Totals | None = None
         self.steps = 0
         self.tool_calls = 0
         self.repeated = 0
         self._tokens = 0.0
         self._cost = 0.0
-        self._has_tokens = self._has_cost = False
+        self._has_tokens = False
+        self._has_cost = False
         self._time: float | None = None
         self._last_seq = -1
         policy = self.policy
         self._any_budget = bool(policy.max_steps or policy.max_tokens or policy.max_cost)
 
     # -- lanes ------------------------------------------------------------------------
-    def _new_lane(self) -> Lane:
-        return Lane({name: det.new_state() for name, det in self._detectors.items()})
-
     def _lane_for(self, step: Step, move: bool) -> Lane:
         parent = step.parent_id
         key: str | None = None
@@ -128,11 +224,11 @@ class Monitor:
             source_key = self._where.get(parent) if parent is not None else None
             source = self._lanes.get(source_key)
             if source is None:
-                lane = self._new_lane()
+                lane = Lane()
             elif move:
                 lane = self._lanes.pop(source_key)
             else:
-                lane = source.copy()
+                lane = source.copy(self._ev)
             self._lanes[key] = lane
             if len(self._lanes) > MAX_LANES:
                 oldest = next(k for k in self._lanes if k is not None and k != key)
@@ -145,39 +241,21 @@ class Monitor:
         return lane
 
     def _plan(self, tool: str) -> _Plan:
-        """Return the tool's plan: its settings and the detectors that can fire for it.
-
-        A detector left out here would return at once for every call to this tool (it is
-        disabled for the tool, or the tool is mutating, polling or an acknowledgement that
-        the similarity detectors never look at), so the core loop does not call it at all.
-        """
+        """Return the tool's plan: its settings and the detectors that can fire for it."""
         plan = self._plans.get(tool)
         if plan is None:
             settings = self.policy.for_tool(tool)
             quiet = settings.mutating or settings.polling or tool.lower() in ACK_TOOLS
-            skip = set()
-            if settings.polling and settings.max_repeats is None:
-                skip.add("repeat")
-            if not settings.mutating or settings.polling:
-                skip.add("mutating_failure")
-            if quiet:
-                skip.update(("near_repeat", "read_range"))
-            observers = tuple(
-                (name, det.observe)
-                for name, det in self._detectors.items()
-                if name not in skip
-                and (settings.thresholds[name].enabled or name == "message_loop")
-            )
-            plan = _Plan(settings, quiet, observers)
+            plan = _Plan(settings, quiet)
             if len(self._plans) < 10_000:
                 self._plans[tool] = plan
         return plan
 
     # -- reporting ----------------------------------------------------------------------
-    def _totals(self) -> tuple[int, float, float, float | None]:
+    def _totals(self) -> Totals:
         return (self.steps, self._tokens, self._cost, self._time)
 
-    def _waste(self, mark: tuple[int, float, float, float | None] | None) -> Waste:
+    def _waste(self, mark: Totals | None) -> Waste:
         if mark is None:
             return Waste()
         steps, tokens, cost, time = mark
@@ -211,34 +289,38 @@ class Monitor:
         self,
         detector: str,
         key: Any,
-        level: tuple[str, int, str],
+        level: Level,
         count: int,
         tool: str | None,
         signature: str,
         seqs: list[int],
-        message: Any,
-        *,
-        secondary: bool = False,
+        message: Message,
+        args: tuple[Any, ...],
+        secondary: bool,
     ) -> None:
-        """Record that a detector's count reached ``level``; fire when the severity rises."""
+        """Record that a detector's count reached ``level``; fire when the severity rises.
+
+        ``message(*args)`` is only called when the finding fires or escalates: words cost.
+        ``secondary`` detectors stay quiet on a step another finding already explains.
+        """
         severity, threshold, rule = level
         inc = self._incidents.get((detector, key))
         if inc is None:
             if secondary and self._hit:
-                return  # this step is already explained by another finding
-            inc = self._incidents[(detector, key)] = _Incident(detector, self._last_seq)
-            inc.tool, inc.signature = tool, signature
+                return
+            inc = _Incident(detector, self._last_seq, tool, signature)
+            self._incidents[(detector, key)] = inc
             rises = True
         else:
             rises = _RANK[severity] > _RANK[inc.severity]
-        inc.count, inc.seqs = count, seqs
+        inc.count = count
+        inc.seqs = seqs
         if severity != "info":
             self._hit = True
         if not rises:
             return
-        if callable(message):  # detectors may pass a function: words cost, build them once
-            message = message()
-        inc.severity, inc.threshold, inc.rule, inc.message = severity, threshold, rule, message
+        inc.severity, inc.threshold, inc.rule = severity, threshold, rule
+        inc.message = message(*args)
         if severity == "stop":
             inc.stop_at = self._last_seq
         if severity != "info" and inc.mark is None:
@@ -257,103 +339,107 @@ class Monitor:
         self._hit = False
         self.steps += 1
         self._last_seq = step.seq
-        if step.tokens_in is not None or step.tokens_out is not None:
+        tokens_in, tokens_out = step.tokens_in, step.tokens_out
+        if tokens_in is not None or tokens_out is not None:
             self._has_tokens = True
-            self._tokens += (step.tokens_in or 0) + (step.tokens_out or 0)
-        if step.cost is not None:
+            self._tokens += (tokens_in or 0) + (tokens_out or 0)
+        cost = step.cost
+        if cost is not None:
             self._has_cost = True
-            self._cost += step.cost
+            self._cost += cost
         moment = step.ended_at if step.ended_at is not None else step.started_at
         if moment is not None:
             self._time = moment
-        if step.parent_id is None and step.id is None and None in self._lanes:
-            lane = self._lanes[None]  # a linear run: one path, nothing to record
-            self._current = None
+        lane = self._lanes.get(None)
+        if lane is not None and step.parent_id is None and step.id is None:
+            self._current = None  # a linear run: one path, nothing to record
         else:
             lane = self._lane_for(step, move)
         kind = step.kind
         if kind == "tool_call":
             self._tool_call(step, lane)
         elif kind == "user":
-            scope = self.policy.scope
-            for name, det in self._detectors.items():
-                lane.states[name] = det.new_turn(lane.states[name], scope)
-            if scope == "turn":
-                lane.mutations.clear()
-        elif kind == "assistant" and self._message_on:
-            ev = Event(step.seq, kind, text=step.text)
-            self._message_loop.observe(lane.states["message_loop"], ev, lane, self)
+            lane.new_turn(self._scope)
+        elif kind == "assistant" and self._message_on and step.text:
+            self._message_loop.observe(lane.messages, step.seq, step.text, self)
         if self._any_budget:
             self._budgets(step)
         return self._fired
 
     def _tool_call(self, step: Step, lane: Lane) -> None:
         tool = step.tool or "?"
-        plan = self._plans.get(tool) or self._plan(tool)
-        settings = plan.settings
+        plan = self._plans.get(tool)
+        if plan is None:
+            plan = self._plan(tool)
         # Signatures are computed here, once per call, and shared by every detector.
-        digest = plan.digest
-        sig = plan.prefix + digest(step.args)
-        rdig = digest(step.result)
+        args, result = step.args, step.result
+        sig = plan.prefix + plan.digest.digest(args)
+        rdig = plan.digest.digest(result)
         error = step.status == "error"
         # One Event per monitor, refilled for each call: detectors read it during this call
         # only (none keeps it), so there is no need to allocate one per step.
         ev = self._ev
         ev.seq, ev.tool, ev.sig, ev.rdig = step.seq, tool, sig, rdig
-        ev.outcome, ev.status = ("!error", "error") if error else (rdig, "ok")
-        ev.settings, ev.args, ev.result, ev.batch_id = (
-            settings,
-            step.args,
-            step.result,
-            step.batch_id,
-        )
-        ev.repeat_of, ev.group_count, ev.in_cycle = None, 1, False
+        if error:
+            ev.outcome, ev.status = "!error", "error"
+        else:
+            ev.outcome, ev.status = rdig, "ok"
+        ev.settings, ev.args, ev.result, ev.batch_id = plan.settings, args, result, step.batch_id
+        ev.clear_marks()
         ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:
             lane.mutations.add(sig)
             lane.epoch += 1  # the world changed: later repeats are re-checks
-        states = lane.states
-        for name, observe in plan.observers:
-            observe(states[name], ev, lane, self)
-        self.tool_calls += 1
+        ev.epoch = lane.epoch
+        # the detectors, in catalogue order: oscillation before repeat (a call inside a
+        # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
+        if plan.osc:
+            self._osc.observe(lane.osc, ev, self)
+        if plan.repeat:
+            self._repeat.observe(lane.repeat, ev, self)
+        if plan.mutfail:
+            self._mutfail.observe(lane.mutfail, ev, self)
+        if plan.batch:
+            self._batch.observe(lane.batch, ev, self)
+        if plan.stall:
+            self._stall.observe(lane.stall, ev, self)
+        if plan.reads:
+            self._reads.observe(lane.reads, ev, self)
+        if plan.near:
+            self._near.observe(lane.near, ev, self)
+        if plan.streak:
+            self._streak.observe(lane.streak, ev, self)
+        if lane.messages:
+            lane.messages.clear()  # a tool call ends a monologue
+        calls = self.tool_calls = self.tool_calls + 1
         if ev.repeat_of is not None:
             self.repeated += 1
         if self._keep_ledger:
-            progress = f"{sig}:{rdig}:{ev.status}"
-            self._ledger.append(
-                LedgerEntry(ev.seq, tool, sig, progress, ev.repeat_of, ev.group_count)
-            )
-        if self.tool_calls % self._stride == 0:
-            self._series.append((ev.seq, round(self.repeated / self.tool_calls, 4)))
+            self._ledger.add(ev.seq, tool, sig, rdig, error, ev.repeat_of, ev.group_count)
+        if calls % self._stride == 0:
+            self._series.append((ev.seq, round(self.repeated / calls, 4)))
             if len(self._series) >= SERIES_POINTS:
                 self._series = self._series[1::2]
                 self._stride *= 2
         if plan.quota is not None:
-            self._quota_call(ev, settings)
+            self._quota_call(tool, ev.seq, plan.quota, plan.settings.rule)
 
-    def _quota_call(self, ev: Event, settings: ToolSettings) -> None:
-        name = ev.tool or "?"
-        seqs = self._quota.setdefault(name, [])
-        add_seq(seqs, ev.seq)
-        calls = self._quota_n[name] = self._quota_n.get(name, 0) + 1
-        if settings.quota is not None and calls > settings.quota:
-
-            def message() -> str:
-                return (
-                    f"{ev.tool} has been called {calls} times in this run, over its quota of "
-                    f"{settings.quota}. Stop calling it: work with what you have, or report "
-                    "the blocker."
-                )
-
-            level = ("stop", settings.quota, settings.rule)
+    def _quota_call(self, tool: str, seq: int, quota: int, rule: str) -> None:
+        seqs = self._quota.get(tool)
+        if seqs is None:
+            seqs = self._quota[tool] = []
+        add_seq(seqs, seq)
+        calls = self._quota_n[tool] = self._quota_n.get(tool, 0) + 1
+        if calls > quota:
+            level: Level = ("stop", quota, rule)
             self.report(
-                "budget", ("quota", ev.tool), level, calls, ev.tool, f"quota:{ev.tool}",
-                seqs, message,
+                "budget", ("quota", tool), level, calls, tool, f"quota:{tool}", seqs,
+                _quota_message, (tool, calls, quota), False,
             )  # fmt: skip
 
     def _budgets(self, step: Step) -> None:
         policy = self.policy
-        checks = (
+        checks: tuple[tuple[str, float, float, str], ...] = (
             ("steps", policy.max_steps, self.steps, "steps"),
             ("tokens", policy.max_tokens, self._tokens, "tokens"),
             ("cost", policy.max_cost, self._cost, "cost"),
@@ -361,28 +447,31 @@ class Monitor:
         for name, limit, used, unit in checks:
             if limit and used > limit:
                 shown = f"{used:.4g}" if name == "cost" else f"{int(used)}"
-                message = (
-                    f"This run has used {shown} {unit}, over its budget of {limit:g}. Finish "
-                    "now with what you have, or report what is blocking you."
-                )
+                level: Level = ("stop", int(limit) if name != "cost" else 0, "defaults")
                 self.report(
-                    "budget", name, ("stop", int(limit) if name != "cost" else 0, "defaults"),
-                    int(used), None, f"budget:{name}", [step.seq], message,
+                    "budget", name, level, int(used), None, f"budget:{name}", [step.seq],
+                    _budget_message, (shown, unit, limit), False,
                 )  # fmt: skip
 
     # -- live check ---------------------------------------------------------------------
     def check(self, tool: str, args: Any = None) -> Check:
         """Return whether making this call next would be a loop, without recording it."""
         settings = self._plan(tool).settings
-        lane = self._lanes.get(self._current) or self._lanes.get(None) or self._new_lane()
+        lane = self._lanes.get(self._current) or self._lanes.get(None) or Lane()
         sig = f"{tool}:{value_digest(args, settings.volatile)}"
-        ev = Event(self._last_seq + 1, "tool_call", tool, sig, settings=settings, args=args)
+        ev = Event(settings)
+        ev.seq, ev.tool, ev.sig, ev.args, ev.epoch = self._last_seq + 1, tool, sig, args, lane.epoch
         found: list[Finding] = []
-        for name in ("repeat", "mutating_failure", "oscillation"):
-            if not settings.thresholds[name].enabled:
-                continue
-            det = self._detectors[name]
-            for level, count, seqs, message in det.predict(lane.states[name], ev, lane):
+        predictions: list[tuple[str, list[tuple[Any, ...]]]] = []
+        thresholds = settings.thresholds
+        if thresholds["repeat"].enabled:
+            predictions.append(("repeat", self._repeat.predict(lane.repeat, ev)))
+        if thresholds["mutating_failure"].enabled:
+            predictions.append(("mutating_failure", self._mutfail.predict(lane.mutfail, ev)))
+        if thresholds["oscillation"].enabled:
+            predictions.append(("oscillation", self._osc.predict(lane.osc, ev)))
+        for name, predicted in predictions:
+            for level, count, seqs, message in predicted:
                 severity, threshold, rule = level
                 found.append(
                     Finding(
@@ -457,7 +546,7 @@ class Monitor:
             verdict=worst(finding.severity for finding in findings),
             stall_score=score,
             findings=tuple(findings),
-            ledger=tuple(self._ledger),
+            ledger=self._ledger.copy(),
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,

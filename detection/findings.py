@@ -6,10 +6,13 @@ layout belong to whoever shows it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SEVERITIES", "Analysis", "Check", "Finding", "LedgerEntry", "Waste", "worst"]
+__all__ = [
+    "SEVERITIES", "Analysis", "Check", "Finding", "Ledger", "LedgerEntry", "Waste", "worst",
+]  # fmt: skip
 
 SEVERITIES = ("info", "warn", "stop")
 _RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
@@ -78,6 +81,86 @@ class LedgerEntry:
         return asdict(self)
 
 
+class Ledger:
+    """The progress ledger of a run: one LedgerEntry per tool call, in order.
+
+    Kept as columns of ints and of the signature strings the engine made anyway, so a run of
+    a million calls adds no million objects for the garbage collector to walk; entries are
+    made as they are read (iterate it, index it, or take ``repeats()``).
+    """
+
+    __slots__ = ("_count", "_error", "_rdig", "_repeat_of", "_seq", "_sig", "_tool")
+
+    def __init__(self) -> None:
+        self._seq: list[int] = []
+        self._tool: list[str] = []
+        self._sig: list[str] = []
+        self._rdig: list[str] = []
+        self._error: list[bool] = []
+        self._repeat_of: list[int | None] = []
+        self._count: list[int] = []
+
+    def add(
+        self, seq: int, tool: str, sig: str, rdig: str, error: bool, repeat_of: int | None,
+        count: int,
+    ) -> None:  # fmt: skip
+        self._seq.append(seq)
+        self._tool.append(tool)
+        self._sig.append(sig)
+        self._rdig.append(rdig)
+        self._error.append(error)
+        self._repeat_of.append(repeat_of)
+        self._count.append(count)
+
+    def copy(self) -> Ledger:
+        twin = Ledger()
+        twin._seq, twin._tool, twin._sig = list(self._seq), list(self._tool), list(self._sig)
+        twin._rdig, twin._error = list(self._rdig), list(self._error)
+        twin._repeat_of, twin._count = list(self._repeat_of), list(self._count)
+        return twin
+
+    def __len__(self) -> int:
+        return len(self._seq)
+
+    def _columns(self) -> tuple[list[Any], ...]:
+        return (self._seq, self._tool, self._sig, self._rdig, self._error, self._repeat_of)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ledger):
+            return NotImplemented
+        return self._columns() == other._columns() and self._count == other._count
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Ledger of {len(self._seq)} calls>"
+
+    def entry(self, index: int) -> LedgerEntry:
+        sig = self._sig[index]
+        status = "error" if self._error[index] else "ok"
+        return LedgerEntry(
+            self._seq[index], self._tool[index], sig, f"{sig}:{self._rdig[index]}:{status}",
+            self._repeat_of[index], self._count[index],
+        )  # fmt: skip
+
+    def __getitem__(self, index: int) -> LedgerEntry:
+        if index < 0:
+            index += len(self._seq)
+        if not 0 <= index < len(self._seq):
+            raise IndexError("ledger index out of range")
+        return self.entry(index)
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        for index in range(len(self._seq)):
+            yield self.entry(index)
+
+    def repeats(self) -> Iterator[LedgerEntry]:
+        """Yield only the calls that repeated an earlier one without progress."""
+        for index, first in enumerate(self._repeat_of):
+            if first is not None:
+                yield self.entry(index)
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """The answer to "would this next call be a loop?", before it is made."""
@@ -101,7 +184,7 @@ class Analysis:
     verdict: str  # ok | warn | stop
     stall_score: float  # repeated (no-progress) tool calls / tool calls
     findings: tuple[Finding, ...]  # ordered by fired_at
-    ledger: tuple[LedgerEntry, ...]
+    ledger: Ledger  # one entry per tool call
     stall_series: tuple[tuple[int, float], ...]  # (seq, stall score so far), <= ~200 points
     steps: int
     tool_calls: int

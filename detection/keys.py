@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 import orjson
-import xxhash
+from xxhash import xxh3_64_hexdigest
 
 __all__ = [
     "DEFAULT_VOLATILE",
@@ -143,15 +143,68 @@ def _encode(value: Any) -> bytes:
 def digest(value: Any) -> str:
     """Return a short hex digest of a value as it is (normalise it first for call identity)."""
     if isinstance(value, bytes):
-        return xxhash.xxh3_64_hexdigest(value)
-    return xxhash.xxh3_64_hexdigest(_encode(value))
+        return xxh3_64_hexdigest(value)
+    return xxh3_64_hexdigest(_encode(value))
 
 
 #: Digesters remember the digests of short values (loops repeat the same arguments and
 #: results); each memo is cleared when full, so memory stays bounded.
 _MEMO_MAX = 2048
 _MEMO_SIZE = 512  # only values whose text/encoding is shorter than this are remembered
-_digesters: dict[frozenset[str], Callable[[Any], str]] = {}
+
+
+class Digester:
+    """``value_digest`` for one full volatile key set: call it with a value.
+
+    The engine keeps one per tool: the pattern and the memo are bound once instead of being
+    looked up on every call.
+    """
+
+    __slots__ = ("memo", "needs_work", "volatile")
+
+    def __init__(self, volatile: frozenset[str]) -> None:
+        self.volatile = volatile
+        self.needs_work = _needs_work(volatile)
+        self.memo: dict[Any, str] = {}  # short text or encoding -> digest
+
+    def __call__(self, value: Any) -> str:
+        return self.digest(value)
+
+    def _remember(self, key: Any, found: str) -> None:
+        memo = self.memo
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[key] = found
+
+    def digest(self, value: Any) -> str:
+        """Return digest(normalize(value)) with this digester's volatile keys."""
+        if isinstance(value, str):
+            if len(value) >= _MEMO_SIZE:
+                return xxh3_64_hexdigest(_encode(_normalize_str(value, self.volatile)))
+            known = self.memo.get(value)
+            if known is None:
+                known = xxh3_64_hexdigest(_encode(_normalize_str(value, self.volatile)))
+                self._remember(value, known)
+            return known
+        try:
+            raw = orjson.dumps(value, option=_OPTS)
+        except TypeError:
+            raw = _encode(value)
+        if len(raw) >= _MEMO_SIZE:
+            if self.needs_work.search(raw) is None:
+                return xxh3_64_hexdigest(raw)
+            return xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
+        known = self.memo.get(raw)
+        if known is None:
+            if self.needs_work.search(raw) is None:
+                known = xxh3_64_hexdigest(raw)
+            else:
+                known = xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
+            self._remember(bytes(memoryview(raw)), known)  # orjson's bytes keep a 4 KiB buffer
+        return known
+
+
+_digesters: dict[frozenset[str], Digester] = {}
 
 
 def clear_memo() -> None:
@@ -159,53 +212,14 @@ def clear_memo() -> None:
     _digesters.clear()
 
 
-def digester(volatile: frozenset[str] = DEFAULT_VOLATILE) -> Callable[[Any], str]:
-    """Return ``value_digest`` for one full volatile key set, as a fast one-argument function.
-
-    The engine keeps one per tool: the pattern, the memo and the C functions it calls are
-    bound once instead of being looked up on every call.
-    """
+def digester(volatile: frozenset[str] = DEFAULT_VOLATILE) -> Digester:
+    """Return the shared Digester for one full volatile key set."""
     found = _digesters.get(volatile)
-    if found is not None:
-        return found
-    needs_work = _needs_work(volatile).search
-    memo: dict[Any, str] = {}
-    dumps, hexdigest = orjson.dumps, xxhash.xxh3_64_hexdigest
-
-    def value_digest(value: Any) -> str:
-        if isinstance(value, str):
-            if len(value) >= _MEMO_SIZE:
-                return hexdigest(_encode(_normalize_str(value, volatile)))
-            known = memo.get(value)
-            if known is None:
-                known = hexdigest(_encode(_normalize_str(value, volatile)))
-                if len(memo) >= _MEMO_MAX:
-                    memo.clear()
-                memo[value] = known
-            return known
-        try:
-            raw = dumps(value, option=_OPTS)
-        except TypeError:
-            raw = _encode(value)
-        if len(raw) >= _MEMO_SIZE:
-            if needs_work(raw) is None:
-                return hexdigest(raw)
-            return hexdigest(_encode(_normalize(value, volatile)))
-        known = memo.get(raw)
-        if known is None:
-            if needs_work(raw) is None:
-                known = hexdigest(raw)
-            else:
-                known = hexdigest(_encode(_normalize(value, volatile)))
-            if len(memo) >= _MEMO_MAX:
-                memo.clear()
-            memo[bytes(memoryview(raw))] = known  # orjson's bytes keep a ~4 KiB buffer: copy
-        return known
-
-    if len(_digesters) >= 256:
-        _digesters.clear()
-    _digesters[volatile] = value_digest
-    return value_digest
+    if found is None:
+        if len(_digesters) >= 256:
+            _digesters.clear()
+        found = _digesters[volatile] = Digester(volatile)
+    return found
 
 
 def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str:
@@ -215,7 +229,7 @@ def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str
     canonical once sorted, which a single C-level scan of their encoding proves. Short
     values seen recently are answered from a memo (keyed by the text or the encoding).
     """
-    return digester(volatile)(value)
+    return digester(volatile).digest(value)
 
 
 def _volatile_set(volatile: Iterable[str]) -> frozenset[str]:

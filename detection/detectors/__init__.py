@@ -1,13 +1,13 @@
 """The detector catalogue (DESIGN.md, "Detectors"): name -> streaming detector class.
 
-Order matters a little: detectors run in this order on each step, and the "secondary"
-ones (result stall, read range, near repeat) stay quiet on a step another detector has
-already flagged, so one loop gives one finding.
+The engine (detection/engine.py, ``Monitor._tool_call``) runs them in this order on each
+call, and the "secondary" ones (result stall, read range, near repeat) stay quiet on a step
+another detector has already flagged, so one loop gives one finding.
 """
 
 from __future__ import annotations
 
-from .base import Detector, Event, Lane
+from .base import Event
 from .patterns import BatchRepeat, Oscillation
 from .repeat import MutatingFailure, Repeat
 from .similarity import NearRepeat, ReadRange, ResultStall
@@ -28,4 +28,4 @@ DETECTORS: dict[str, type] = {
 #: per run, not per path. Listed here so the catalogue is complete.
 ENGINE_DETECTORS = ("budget",)
 
-__all__ = ["DETECTORS", "ENGINE_DETECTORS", "Detector", "Event", "Lane"]
+__all__ = ["DETECTORS", "ENGINE_DETECTORS", "Event"]

@@ -1,11 +1,19 @@
-"""What detectors share: the event they read, the lane they keep state in, the interface."""
+"""What detectors share: the event they read, the reporter they tell, small helpers.
+
+The engine (detection/engine.py) computes each call's signatures once, fills one ``Event``
+with them and hands it to every detector that can fire for the tool. Each detector keeps its
+state per path of the run tree in a small class of its own, with a ``copy()`` for when a path
+forks (a sub-agent, a branch) and both sides go on from the same history.
+
+Types are declared throughout: the package runs as plain Python, and `make` also compiles it
+with mypyc (scripts/build_speedups.py), which turns these classes into C structs.
+"""
 
 from __future__ import annotations
 
-import copy
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..policy import ToolSettings
@@ -13,71 +21,43 @@ if TYPE_CHECKING:
 MAX_SEQS = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
 _WORDS = re.compile(r"[a-z0-9_]+")
 
+#: (severity, threshold, policy row): what Threshold.level() returns when a count reaches it.
+Level = tuple[str, int, str]
+#: A message builder and its arguments: the words are only put together when a finding
+#: fires or escalates, with the values of that moment.
+Message = Callable[..., str]
 
-@dataclass(slots=True)
+
 class Event:
-    """One step as the detectors see it: the step plus its signatures."""
+    """One tool call as the detectors see it: the step plus its signatures."""
 
-    seq: int
-    kind: str
-    tool: str | None = None
-    sig: str = ""  # call signature
-    rdig: str = ""  # normalised result digest
-    outcome: str = ""  # result digest, or "!error" for any error
-    status: str = "ok"
-    settings: ToolSettings | None = None
-    args: Any = None
-    result: Any = None
-    batch_id: str | None = None
-    text: str | None = None
-    repeat_of: int | None = None  # set by the repeat detector, read by the ledger
-    group_count: int = 1
-    in_cycle: bool = False  # set by oscillation: the repeat detector leaves it to the cycle
-    quiet: bool | None = None  # the engine's answer to similarity._skip, known per tool
+    __slots__ = (
+        "args", "batch_id", "epoch", "group_count", "in_cycle", "outcome", "quiet",
+        "rdig", "repeat_of", "result", "seq", "settings", "sig", "status", "tool",
+    )  # fmt: skip
 
+    def __init__(self, settings: ToolSettings) -> None:
+        self.seq = 0
+        self.tool = ""
+        self.sig = ""  # call signature: "tool:digest of the normalised arguments"
+        self.rdig = ""  # digest of the normalised result
+        self.outcome = ""  # the result digest, or "!error" for any error
+        self.status = "ok"
+        self.settings = settings
+        self.args: Any = None
+        self.result: Any = None
+        self.batch_id: str | None = None
+        self.epoch = 0  # the lane's count of world changes (see Lane.epoch)
+        self.quiet = False  # mutating, polling, an acknowledgement or an error: see similarity
+        self.repeat_of: int | None = None  # set by the repeat detector, read by the ledger
+        self.group_count = 1
+        self.in_cycle = False  # set by oscillation: the repeat detector leaves it to the cycle
 
-class Lane:
-    """The state of one root-to-node path: per-detector state plus what changed the world."""
-
-    __slots__ = ("epoch", "mutations", "states")
-
-    def __init__(self, states: dict[str, Any]) -> None:
-        self.states = states
-        self.epoch = 0  # bumped by each new successful call to a mutating tool
-        self.mutations: set[str] = set()  # mutating call signatures seen in the scope
-
-    def copy(self) -> Lane:
-        return copy.deepcopy(self)
-
-
-class Reporter(Protocol):
-    """The engine side a detector talks to."""
-
-    def report(
-        self,
-        detector: str,
-        key: Any,
-        level: tuple[str, int, str],
-        count: int,
-        tool: str | None,
-        signature: str,
-        seqs: list[int],
-        message: Any,
-        *,
-        secondary: bool = False,
-    ) -> None: ...
-
-
-class Detector(Protocol):
-    """A streaming detector: small per-lane state, one event at a time."""
-
-    name: str
-
-    def new_state(self) -> Any: ...
-
-    def new_turn(self, state: Any, scope: str) -> Any: ...
-
-    def observe(self, state: Any, ev: Event, lane: Lane, out: Reporter) -> None: ...
+    def clear_marks(self) -> None:
+        """Forget what detectors marked on the previous call."""
+        self.repeat_of = None
+        self.group_count = 1
+        self.in_cycle = False
 
 
 def add_seq(seqs: list[int], seq: int) -> None:
@@ -109,7 +89,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 POLL_WORDS = ("status", "poll", "wait", "check", "progress", "get_job", "result")
 
 
-def advice(tool: str | None, *, failing: bool = False) -> str:
+def advice(tool: str | None, failing: bool = False) -> str:
     """Return what to do instead, in words an agent can act on."""
     if failing:
         return (

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..keys import digest
-from .base import MAX_SEQS, Event, Lane, Reporter, add_seq, advice
+from .base import MAX_SEQS, Event, add_seq, advice
+
+if TYPE_CHECKING:
+    from ..engine import Monitor
 
 MIN_PERIOD, MAX_PERIOD = 2, 5
+HISTORY = MAX_PERIOD + 1  # calls remembered: enough to compare each with the one 5 before
 
 
 class OscState:
-    __slots__ = ("hist", "keys", "live", "match", "named", "same", "seqs", "start")
+    """The last HISTORY calls of a path and, per period, the streak of calls that repeat."""
+
+    __slots__ = ("keys", "live", "match", "named", "polls", "same", "seqs", "start", "tools", "when")  # fmt: skip
 
     def __init__(self) -> None:
-        # last MAX_PERIOD+1 calls: (call sig + outcome, seq, tool, polling)
-        self.hist: list[tuple[str, int, str, bool]] = []
-        self.keys: list[str] = []  # the same calls' keys alone, for a quick `in`
+        # the last HISTORY calls, oldest first: call sig + outcome, seq, tool, polling
+        self.keys: list[str] = []
+        self.when: list[int] = []
+        self.tools: list[str] = []
+        self.polls: list[bool] = []
         self.live = False  # some period has a streak going (a match above 0)
         self.same = 0  # how many calls in a row, ending with the last, have the same key
         self.match = [0] * (MAX_PERIOD + 1)  # per period: positions equal to p calls before
@@ -26,6 +34,24 @@ class OscState:
         # a streak goes on only while each call equals the one a period before, so the cycle
         # stays the same (rotated) until the streak ends
         self.named: list[tuple[str, str] | None] = [None] * (MAX_PERIOD + 1)
+
+    def copy(self) -> OscState:
+        twin = OscState()
+        twin.keys, twin.when = list(self.keys), list(self.when)
+        twin.tools, twin.polls = list(self.tools), list(self.polls)
+        twin.live, twin.same = self.live, self.same
+        twin.match, twin.start = list(self.match), list(self.start)
+        twin.seqs = [list(seqs) for seqs in self.seqs]
+        twin.named = list(self.named)
+        return twin
+
+
+def _cycle_message(period: int, tools: list[str], cycles: int, start: int) -> str:
+    return (
+        f"You are going round in a cycle of {period} calls ({' -> '.join(tools)}) that return the same "
+        f"results each time: {cycles} full cycles since step {start}. Going round again will "
+        "not change anything. " + advice(None)
+    )
 
 
 class Oscillation:
@@ -39,29 +65,33 @@ class Oscillation:
     def new_turn(self, state: OscState, scope: str) -> OscState:
         return OscState() if scope == "turn" else state
 
-    def observe(self, state: OscState, ev: Event, lane: Lane, out: Reporter) -> None:
-        settings = ev.settings
-        assert settings is not None
+    def observe(self, state: OscState, ev: Event, out: Monitor) -> None:
         key = ev.sig + ev.outcome
-        hist, keys = state.hist, state.keys
+        keys = state.keys
         # Fast path: a call equal to none of the 2nd..5th calls before it ends every streak
         # and starts none, whatever the periods' state was; most healthy calls are new.
         seen = key in keys[-MAX_PERIOD:-1]
         state.same = state.same + 1 if keys and keys[-1] == key else 1
-        hist.append((key, ev.seq, ev.tool or "", settings.polling))
         keys.append(key)
-        if len(hist) > MAX_PERIOD + 1:
-            del hist[0], keys[0]
+        state.when.append(ev.seq)
+        state.tools.append(ev.tool)
+        state.polls.append(ev.settings.polling)
+        if len(keys) > HISTORY:
+            del keys[0], state.when[0], state.tools[0], state.polls[0]
         if not seen:
             if state.live:
                 state.match = [0] * (MAX_PERIOD + 1)
                 state.live = False
             return
         state.live = True
-        size = len(hist)
+        self._streaks(state, ev, out)
+
+    def _streaks(self, state: OscState, ev: Event, out: Monitor) -> None:
+        keys, when = state.keys, state.when
+        size = len(keys)
         reported = False
         for period in range(MIN_PERIOD, MAX_PERIOD + 1):
-            if size <= period or hist[-1][0] != hist[-1 - period][0]:
+            if size <= period or keys[-1] != keys[-1 - period]:
                 state.match[period] = 0
                 continue
             state.match[period] += 1
@@ -69,61 +99,50 @@ class Oscillation:
             seqs = state.seqs[period]
             if match == 1:
                 state.named[period] = None
-                state.start[period] = hist[-1 - period][1]
+                state.start[period] = when[-1 - period]
                 seqs.clear()
-                seqs.extend(entry[1] for entry in hist[-1 - period : -1])
+                seqs.extend(when[-1 - period : -1])
             add_seq(seqs, ev.seq)
             if reported or match < period or state.same >= period:
                 continue  # (the last `period` calls all alike: a repeat, not a cycle)
-            block = hist[-period:]
-            block_keys = [entry[0] for entry in block]
-            if len(set(block_keys)) < 2 or any(entry[3] for entry in block):
+            block_keys = keys[-period:]
+            if len(set(block_keys)) < 2 or any(state.polls[-period:]):
                 continue  # one call over and over is a repeat; polls are exempt
             if any(state.match[p] >= p for p in range(MIN_PERIOD, period) if period % p == 0):
                 continue  # a shorter period explains it
             ev.in_cycle = True
             cycles = 1 + match // period
-            threshold = settings.thresholds["oscillation"]
-            level = threshold.level(cycles)
+            level = ev.settings.thresholds["oscillation"].level(cycles)
             if level is None:
                 continue
             reported = True
+            block_tools = state.tools[-period:]
             named = state.named[period]
             if named is None:
                 rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
-                tools = {entry[2] for entry in block}
+                tools = set(block_tools)
                 tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
-                named = state.named[period] = ("cycle:" + digest(rotation), tool)
+                named = ("cycle:" + digest(rotation), tool)
+                state.named[period] = named
             signature, tool = named
-
-            def message(period: int = period, block: Any = block, cycles: int = cycles) -> str:
-                names = " -> ".join(entry[2] for entry in block)
-                return (
-                    f"You are going round in a cycle of {period} calls ({names}) that return the "
-                    f"same results each time: {cycles} full cycles since step "
-                    f"{state.start[period]}. Going round again will not change anything. "
-                    + advice(None)
-                )
-
             out.report(
                 "oscillation", (signature, state.start[period]), level, cycles, tool,
-                signature, seqs, message,
+                signature, seqs, _cycle_message,
+                (period, block_tools, cycles, state.start[period]), False,
             )  # fmt: skip
 
-    def predict(self, state: OscState, ev: Event, lane: Lane) -> list[tuple[Any, ...]]:
+    def predict(self, state: OscState, ev: Event) -> list[tuple[Any, ...]]:
         """Assume the call's result repeats too: would it complete another cycle?"""
-        settings = ev.settings
-        assert settings is not None
-        hist = state.hist
+        keys = state.keys
         for period in range(MIN_PERIOD, MAX_PERIOD + 1):
-            if len(hist) < period or not hist[-period][0].startswith(ev.sig):
+            if len(keys) < period or not keys[-period].startswith(ev.sig):
                 continue
             match = state.match[period] + 1
-            block = [entry[0] for entry in hist[-period + 1 :]] + [hist[-period][0]]
+            block = keys[-period + 1 :] + [keys[-period]]
             if match < period or len(set(block)) < 2:
                 continue
             cycles = 1 + match // period
-            level = settings.thresholds["oscillation"].level(cycles)
+            level = ev.settings.thresholds["oscillation"].level(cycles)
             if level is not None and match % period == 0:
                 message = (
                     f"This call would complete cycle {cycles} of a {period}-call cycle that "
@@ -147,6 +166,21 @@ class BatchState:
         self.start = 0
         self.seqs: list[int] = []
 
+    def copy(self) -> BatchState:
+        twin = BatchState()
+        twin.cur_id, twin.cur, twin.cur_seqs = self.cur_id, list(self.cur), list(self.cur_seqs)
+        twin.counted, twin.prev, twin.streak = self.counted, self.prev, self.streak
+        twin.start, twin.seqs = self.start, list(self.seqs)
+        return twin
+
+
+def _batch_message(streak: int, calls: int, start: int) -> str:
+    return (
+        f"Your last {streak} messages each issued the same {calls} calls (in any order) with "
+        f"the same results, since step {start}. Issuing them again will not change anything. "
+        + advice(None)
+    )
+
 
 class BatchRepeat:
     """The same set of calls (order ignored) issued by consecutive assistant messages."""
@@ -169,7 +203,7 @@ class BatchRepeat:
                 state.start, state.seqs = state.cur_seqs[0], list(state.cur_seqs[:MAX_SEQS])
         state.cur, state.cur_seqs, state.counted, state.cur_id = [], [], False, None
 
-    def observe(self, state: BatchState, ev: Event, lane: Lane, out: Reporter) -> None:
+    def observe(self, state: BatchState, ev: Event, out: Monitor) -> None:
         if ev.batch_id is None:
             if state.cur_id is not None:
                 self._close(state)
@@ -190,21 +224,11 @@ class BatchRepeat:
         state.streak += 1
         for seq in state.cur_seqs:
             add_seq(state.seqs, seq)
-        settings = ev.settings
-        assert settings is not None
-        level = settings.thresholds["batch_repeat"].level(state.streak)
+        level = ev.settings.thresholds["batch_repeat"].level(state.streak)
         if level is None:
             return
         signature = "batch:" + digest(list(prev))
-
-        def message() -> str:
-            return (
-                f"Your last {state.streak} messages each issued the same {len(prev)} calls "
-                f"(in any order) with the same results, since step {state.start}. Issuing them "
-                "again will not change anything. " + advice(None)
-            )
-
         out.report(
             "batch_repeat", (signature, state.start), level, state.streak, ev.tool, signature,
-            state.seqs, message,
+            state.seqs, _batch_message, (state.streak, len(prev), state.start), False,
         )  # fmt: skip

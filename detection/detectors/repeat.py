@@ -8,9 +8,12 @@ Successful repeats are counted per user turn (scope "turn"); failures across the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import Event, Lane, Reporter, add_seq, advice, short
+from .base import Event, Level, add_seq, advice, short
+
+if TYPE_CHECKING:
+    from ..engine import Monitor
 
 MAX_RESULTS = 256  # distinct results remembered per call (a poll that moves forever)
 
@@ -29,14 +32,23 @@ class Group:
         self.seqs = [seq]
         self.last_new = True
 
+    def copy(self) -> Group:
+        twin = Group(self.first_seq, self.epoch, "")
+        twin.results = dict(self.results)
+        twin.calls, twin.count, twin.seqs = self.calls, self.count, list(self.seqs)
+        twin.last_new = self.last_new
+        return twin
 
-#: A call made once so far in its group: (seq, epoch, result digest). Most calls are never
+
+#: A call made once so far in its scope: (seq, epoch, result digest). Most calls are never
 #: repeated, so their Group (a dict, a list and seven fields) is only built on the second.
 First = tuple[int, int, str]
 
 
 def _group(entry: Group | First | None) -> Group | None:
-    return Group(*entry) if type(entry) is tuple else entry  # type: ignore[arg-type,return-value]
+    if entry is None or isinstance(entry, Group):
+        return entry
+    return Group(entry[0], entry[1], entry[2])
 
 
 class RepeatState:
@@ -46,6 +58,46 @@ class RepeatState:
         self.turn: dict[str, Group | First] = {}  # successful calls, this scope
         self.fails: dict[str, Group] = {}  # failing calls, whole run
         self.caps: dict[str, list[int]] = {}  # sig -> seqs, for tools with max_repeats
+
+    def copy(self) -> RepeatState:
+        twin = RepeatState()
+        twin.turn = {
+            sig: entry.copy() if isinstance(entry, Group) else entry
+            for sig, entry in self.turn.items()
+        }
+        twin.fails = {sig: group.copy() for sig, group in self.fails.items()}
+        twin.caps = {sig: list(seqs) for sig, seqs in self.caps.items()}
+        return twin
+
+
+def _cap_message(tool: str, limit: int, repeats: int, first: int) -> str:
+    return (
+        f"{tool} must not be repeated more than {limit} time(s) and this is repeat "
+        f"{repeats} of the call first made at step {first}. Do not call it again: "
+        "check whether the first call already took effect, then report or finish."
+    )
+
+
+def _progress_message(tool: str, calls: int, first: int) -> str:
+    return (
+        f"{tool} was called {calls} times with the same arguments since step {first}, with a "
+        "new result each time (progress, e.g. polling or paging)."
+    )
+
+
+def _repeat_message(tool: str, args: Any, result: Any, count: int, first: int) -> str:
+    return (
+        f"You have called {tool} with the same arguments ({short(args)}) {count} times since "
+        f"step {first} and got the same result ({short(result, 60)}). Calling it again will "
+        "not tell you anything new. " + advice(tool)
+    )
+
+
+def _failure_message(tool: str, args: Any, result: Any, count: int, first: int) -> str:
+    return (
+        f"{tool} has failed {count} times with the same arguments ({short(args)}) since step "
+        f"{first}; last error: {short(result, 80)}. " + advice(tool, True)
+    )
 
 
 class Repeat:
@@ -62,65 +114,62 @@ class Repeat:
             state.caps.clear()
         return state
 
-    def observe(self, state: RepeatState, ev: Event, lane: Lane, out: Reporter) -> None:
+    def observe(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         settings = ev.settings
-        assert settings is not None
         if settings.max_repeats is not None:
             self._cap(state, ev, settings.max_repeats, settings.rule, out)
         if settings.polling:
             return
         if ev.status == "error":
-            self._failure(state, ev, lane, out)
+            self._failure(state, ev, out)
         else:
-            self._success(state, ev, lane, out)
+            self._success(state, ev, out)
 
-    def _cap(self, state: RepeatState, ev: Event, limit: int, rule: str, out: Reporter) -> None:
-        seqs = state.caps.setdefault(ev.sig, [])
+    def _cap(self, state: RepeatState, ev: Event, limit: int, rule: str, out: Monitor) -> None:
+        seqs = state.caps.get(ev.sig)
+        if seqs is None:
+            seqs = state.caps[ev.sig] = []
         add_seq(seqs, ev.seq)
         repeats = len(seqs) - 1
         if repeats > limit:
-
-            def message() -> str:
-                return (
-                    f"{ev.tool} must not be repeated more than {limit} time(s) and this is repeat "
-                    f"{repeats} of the call first made at step {seqs[0]}. Do not call it again: "
-                    "check whether the first call already took effect, then report or finish."
-                )
-
+            level: Level = ("stop", limit, rule)
             out.report(
-                "repeat", (ev.sig, "cap"), ("stop", limit, rule), repeats, ev.tool, ev.sig,
-                seqs, message,
+                "repeat", (ev.sig, "cap"), level, repeats, ev.tool, ev.sig, seqs,
+                _cap_message, (ev.tool, limit, repeats, seqs[0]), False,
             )  # fmt: skip
 
-    def _success(self, state: RepeatState, ev: Event, lane: Lane, out: Reporter) -> None:
+    def _success(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         turn = state.turn
-        group = turn.get(ev.sig)
-        if group is not None and type(group) is tuple:
-            group = turn[ev.sig] = Group(*group)
-        if group is None or group.epoch != lane.epoch:  # type: ignore[union-attr]
-            turn[ev.sig] = (ev.seq, lane.epoch, ev.rdig)
+        sig = ev.sig
+        entry = turn.get(sig)
+        if entry is None:
+            turn[sig] = (ev.seq, ev.epoch, ev.rdig)
             return
-        assert isinstance(group, Group)
+        if isinstance(entry, Group):
+            group = entry
+            if group.epoch != ev.epoch:
+                turn[sig] = (ev.seq, ev.epoch, ev.rdig)
+                return
+        else:
+            if entry[1] != ev.epoch:
+                turn[sig] = (ev.seq, ev.epoch, ev.rdig)
+                return
+            group = Group(entry[0], entry[1], entry[2])
+            turn[sig] = group
         group.calls += 1
         first = group.results.get(ev.rdig)
-        threshold = ev.settings.thresholds["repeat"]  # type: ignore[union-attr]
+        threshold = ev.settings.thresholds["repeat"]
         if first is None:  # a new result: progress
             group.last_new = True
             if len(group.results) < MAX_RESULTS:
                 group.results[ev.rdig] = ev.seq
-            if threshold.warn and group.calls == threshold.warn and group.count < threshold.warn:
-
-                def message() -> str:
-                    return (
-                        f"{ev.tool} was called {group.calls} times with the same arguments since "
-                        f"step {group.first_seq}, with a new result each time (progress, e.g. "
-                        "polling or paging)."
-                    )
-
-                info = ("info", threshold.warn, threshold.warn_rule)
+            warn = threshold.warn
+            if warn and group.calls == warn and group.count < warn:
+                info: Level = ("info", warn, threshold.warn_rule)
                 out.report(
-                    "repeat", (ev.sig, "progress", group.first_seq), info, group.calls,
-                    ev.tool, ev.sig, [group.first_seq, ev.seq], message,
+                    "repeat", (sig, "progress", group.first_seq), info, group.calls,
+                    ev.tool, sig, [group.first_seq, ev.seq],
+                    _progress_message, (ev.tool, group.calls, group.first_seq), False,
                 )  # fmt: skip
             return
         group.last_new = False
@@ -128,54 +177,37 @@ class Repeat:
         if first != group.first_seq and first not in group.seqs:
             add_seq(group.seqs, first)
         add_seq(group.seqs, ev.seq)
-        ev.repeat_of, ev.group_count = first, group.count
+        ev.repeat_of = first
+        ev.group_count = group.count
         level = threshold.level(group.count)
         if level is not None and not ev.in_cycle:
-            count = group.count
-
-            def message() -> str:
-                return (
-                    f"You have called {ev.tool} with the same arguments ({short(ev.args)}) "
-                    f"{count} times since step {group.first_seq} and got the same result "
-                    f"({short(ev.result, 60)}). Calling it again will not tell you anything "
-                    "new. " + advice(ev.tool)
-                )
-
             out.report(
-                "repeat", (ev.sig, "ok", group.first_seq), level, group.count, ev.tool,
-                ev.sig, group.seqs, message,
+                "repeat", (sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
+                group.seqs, _repeat_message,
+                (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
 
-    def _failure(self, state: RepeatState, ev: Event, lane: Lane, out: Reporter) -> None:
+    def _failure(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         group = state.fails.get(ev.sig)
-        if group is None or group.epoch != lane.epoch:
-            state.fails[ev.sig] = Group(ev.seq, lane.epoch, "!error")
+        if group is None or group.epoch != ev.epoch:
+            state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
             return
         group.calls += 1
         group.count += 1
         add_seq(group.seqs, ev.seq)
-        ev.repeat_of, ev.group_count = group.first_seq, group.count
-        threshold = ev.settings.thresholds["repeat"]  # type: ignore[union-attr]
-        level = threshold.level(group.count)
+        ev.repeat_of = group.first_seq
+        ev.group_count = group.count
+        level = ev.settings.thresholds["repeat"].level(group.count)
         if level is not None and not ev.in_cycle:
-            count = group.count
-
-            def message() -> str:
-                return (
-                    f"{ev.tool} has failed {count} times with the same arguments "
-                    f"({short(ev.args)}) since step {group.first_seq}; last error: "
-                    f"{short(ev.result, 80)}. " + advice(ev.tool, failing=True)
-                )
-
             out.report(
                 "repeat", (ev.sig, "error", group.first_seq), level, group.count, ev.tool,
-                ev.sig, group.seqs, message,
+                ev.sig, group.seqs, _failure_message,
+                (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
 
-    def predict(self, state: RepeatState, ev: Event, lane: Lane) -> list[tuple[Any, ...]]:
+    def predict(self, state: RepeatState, ev: Event) -> list[tuple[Any, ...]]:
         """Return (level, count, seqs, message) the call would reach if its result repeats."""
         settings = ev.settings
-        assert settings is not None
         out: list[tuple[Any, ...]] = []
         if settings.max_repeats is not None:
             seqs = state.caps.get(ev.sig, [])
@@ -184,15 +216,15 @@ class Repeat:
                     f"{ev.tool} must not be repeated more than {settings.max_repeats} time(s); "
                     f"it was first called at step {seqs[0]}. Do not call it again."
                 )
-                level = ("stop", settings.max_repeats, settings.rule)
-                out.append((level, len(seqs), seqs, message))
+                cap: Level = ("stop", settings.max_repeats, settings.rule)
+                out.append((cap, len(seqs), seqs, message))
         if settings.polling:
             return out
         threshold = settings.thresholds["repeat"]
         group = _group(state.turn.get(ev.sig))
         if (
             group is not None
-            and group.epoch == lane.epoch
+            and group.epoch == ev.epoch
             and not (group.last_new and group.calls > 1)
         ):
             level = threshold.level(group.count + 1)
@@ -204,15 +236,43 @@ class Repeat:
                 )
                 out.append((level, group.count + 1, group.seqs, message))
         fail = state.fails.get(ev.sig)
-        if fail is not None and fail.epoch == lane.epoch:
+        if fail is not None and fail.epoch == ev.epoch:
             level = threshold.level(fail.count + 1)
             if level is not None:
                 message = (
                     f"{ev.tool} already failed {fail.count} times with these arguments since "
-                    f"step {fail.first_seq}. " + advice(ev.tool, failing=True)
+                    f"step {fail.first_seq}. " + advice(ev.tool, True)
                 )
                 out.append((level, fail.count + 1, fail.seqs, message))
         return out
+
+
+class Failing:
+    """A mutating tool's run of identical failures (see MutatingFailure)."""
+
+    __slots__ = ("count", "epoch", "first_seq", "rdig", "seqs", "sig")
+
+    def __init__(self, sig: str, rdig: str, seq: int, epoch: int) -> None:
+        self.sig = sig
+        self.rdig = rdig
+        self.count = 1
+        self.first_seq = seq
+        self.seqs = [seq]
+        self.epoch = epoch
+
+    def copy(self) -> Failing:
+        twin = Failing(self.sig, self.rdig, self.first_seq, self.epoch)
+        twin.count, twin.seqs = self.count, list(self.seqs)
+        return twin
+
+
+def _mutating_message(tool: str, args: Any, result: Any, count: int, first: int) -> str:
+    return (
+        f"{tool} changes things on every attempt and has now failed the same way {count} times "
+        f"in a row with identical arguments ({short(args)}) since step {first}: "
+        f"{short(result, 80)}. Do not retry it unchanged: read the current state, then change "
+        "the arguments, or report the blocker."
+    )
 
 
 class MutatingFailure:
@@ -224,53 +284,45 @@ class MutatingFailure:
 
     name = "mutating_failure"
 
-    def new_state(self) -> dict[str, Any]:
-        return {}  # tool -> [sig, result digest, count, first seq, seqs, epoch]
+    def new_state(self) -> dict[str, Failing]:
+        return {}  # tool -> its current run of identical failures
 
-    def new_turn(self, state: dict[str, Any], scope: str) -> dict[str, Any]:
+    def new_turn(self, state: dict[str, Failing], scope: str) -> dict[str, Failing]:
         return state  # failures count across the whole run
 
-    def observe(self, state: dict[str, Any], ev: Event, lane: Lane, out: Reporter) -> None:
+    def observe(self, state: dict[str, Failing], ev: Event, out: Monitor) -> None:
         settings = ev.settings
-        if settings is None or not settings.mutating or settings.polling:
+        if not settings.mutating or settings.polling:
             return
         if ev.status != "error":
             state.pop(ev.tool, None)
             return
         last = state.get(ev.tool)
-        if last is None or last[0] != ev.sig or last[1] != ev.rdig or last[5] != lane.epoch:
-            state[ev.tool] = [ev.sig, ev.rdig, 1, ev.seq, [ev.seq], lane.epoch]
+        if last is None or last.sig != ev.sig or last.rdig != ev.rdig or last.epoch != ev.epoch:
+            state[ev.tool] = Failing(ev.sig, ev.rdig, ev.seq, ev.epoch)
             return
-        last[2] += 1
-        add_seq(last[4], ev.seq)
-        level = settings.thresholds["mutating_failure"].level(last[2])
+        last.count += 1
+        add_seq(last.seqs, ev.seq)
+        level = settings.thresholds["mutating_failure"].level(last.count)
         if level is not None:
-
-            def message() -> str:
-                return (
-                    f"{ev.tool} changes things on every attempt and has now failed the same way "
-                    f"{last[2]} times in a row with identical arguments ({short(ev.args)}) since "
-                    f"step {last[3]}: {short(ev.result, 80)}. Do not retry it unchanged: read the "
-                    "current state, then change the arguments, or report the blocker."
-                )
-
             out.report(
-                "mutating_failure", (ev.sig, last[3]), level, last[2], ev.tool, ev.sig,
-                last[4], message,
+                "mutating_failure", (ev.sig, last.first_seq), level, last.count, ev.tool,
+                ev.sig, last.seqs, _mutating_message,
+                (ev.tool, ev.args, ev.result, last.count, last.first_seq), False,
             )  # fmt: skip
 
-    def predict(self, state: dict[str, Any], ev: Event, lane: Lane) -> list[tuple[Any, ...]]:
+    def predict(self, state: dict[str, Failing], ev: Event) -> list[tuple[Any, ...]]:
         settings = ev.settings
         last = state.get(ev.tool)
-        if settings is None or not settings.mutating or last is None:
+        if not settings.mutating or last is None:
             return []
-        if last[0] != ev.sig or last[5] != lane.epoch:
+        if last.sig != ev.sig or last.epoch != ev.epoch:
             return []
-        level = settings.thresholds["mutating_failure"].level(last[2] + 1)
+        level = settings.thresholds["mutating_failure"].level(last.count + 1)
         if level is None:
             return []
         message = (
-            f"{ev.tool} already failed {last[2]} time(s) in a row with these exact arguments "
-            f"since step {last[3]} and nothing changed since. " + advice(ev.tool, failing=True)
+            f"{ev.tool} already failed {last.count} time(s) in a row with these exact arguments "
+            f"since step {last.first_seq} and nothing changed since. " + advice(ev.tool, True)
         )
-        return [(level, last[2] + 1, last[4], message)]
+        return [(level, last.count + 1, last.seqs, message)]

@@ -6,12 +6,14 @@ exempt), nor at failures (errors escalate as tool failures, see repeat.py).
 
 from __future__ import annotations
 
-import copy
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..keys import _normalize, _normalize_str
-from .base import Event, Lane, Reporter, add_seq, advice, jaccard, short, words
+from .base import Event, add_seq, advice, jaccard, short, words
+
+if TYPE_CHECKING:
+    from ..engine import Monitor
 
 #: Tools whose result is a fixed acknowledgement, whatever the arguments.
 ACK_TOOLS = frozenset({"think", "todowrite", "todoread", "update_plan", "plan", "memory"})
@@ -21,16 +23,31 @@ RESULT_SIMILAR = 0.8
 SHORT_RESULT = 4000
 
 
-def _skip(ev: Event) -> bool:
-    if ev.quiet is not None:
-        return ev.quiet
-    settings = ev.settings
+class StallState:
+    """The current run of one tool returning one result (see ResultStall)."""
+
+    __slots__ = ("epoch", "first_seq", "rdig", "seqs", "sigs", "tool")
+
+    def __init__(self) -> None:
+        self.tool: str | None = None  # None: no run going
+        self.rdig = ""
+        self.sigs: set[str] = set()
+        self.first_seq = 0
+        self.seqs: list[int] = []
+        self.epoch = 0
+
+    def copy(self) -> StallState:
+        twin = StallState()
+        twin.tool, twin.rdig, twin.sigs = self.tool, self.rdig, set(self.sigs)
+        twin.first_seq, twin.seqs, twin.epoch = self.first_seq, list(self.seqs), self.epoch
+        return twin
+
+
+def _stall_message(tool: str, result: Any, count: int, first: int) -> str:
     return (
-        settings is None
-        or settings.mutating
-        or settings.polling
-        or ev.status == "error"
-        or (ev.tool or "").lower() in ACK_TOOLS
+        f"{tool} has returned the same result ({short(result, 60)}) for {count} different "
+        f"arguments in a row since step {first}. Rephrasing the request is not getting "
+        "anywhere: use another source or tool, or report that the information is not there."
     )
 
 
@@ -39,41 +56,32 @@ class ResultStall:
 
     name = "result_stall"
 
-    def new_state(self) -> list[Any]:
-        return [None, "", set(), 0, [], 0]  # tool, result, sigs, first seq, seqs, epoch
+    def new_state(self) -> StallState:
+        return StallState()
 
-    def new_turn(self, state: list[Any], scope: str) -> list[Any]:
-        return self.new_state() if scope == "turn" else state
+    def new_turn(self, state: StallState, scope: str) -> StallState:
+        return StallState() if scope == "turn" else state
 
-    def observe(self, state: list[Any], ev: Event, lane: Lane, out: Reporter) -> None:
-        if _skip(ev):
-            if ev.tool != state[0] or ev.status == "error":
-                state[0] = None
+    def observe(self, state: StallState, ev: Event, out: Monitor) -> None:
+        if ev.quiet:  # mutating, polling, an acknowledgement or an error
+            if ev.tool != state.tool or ev.status == "error":
+                state.tool = None
             return
-        if state[0] != ev.tool or state[1] != ev.rdig or state[5] != lane.epoch:
-            state[:] = [ev.tool, ev.rdig, {ev.sig}, ev.seq, [ev.seq], lane.epoch]
+        if state.tool != ev.tool or state.rdig != ev.rdig or state.epoch != ev.epoch:
+            state.tool, state.rdig, state.sigs = ev.tool, ev.rdig, {ev.sig}
+            state.first_seq, state.seqs, state.epoch = ev.seq, [ev.seq], ev.epoch
             return
-        if ev.sig in state[2]:
+        if ev.sig in state.sigs:
             return  # the very same call again: the repeat detector's business
-        state[2].add(ev.sig)
-        add_seq(state[4], ev.seq)
-        count = len(state[2])
-        settings = ev.settings
-        assert settings is not None
-        level = settings.thresholds["result_stall"].level(count)
+        state.sigs.add(ev.sig)
+        add_seq(state.seqs, ev.seq)
+        count = len(state.sigs)
+        level = ev.settings.thresholds["result_stall"].level(count)
         if level is not None:
-
-            def message() -> str:
-                return (
-                    f"{ev.tool} has returned the same result ({short(ev.result, 60)}) for "
-                    f"{count} different arguments in a row since step {state[3]}. Rephrasing "
-                    "the request is not getting anywhere: use another source or tool, or report "
-                    "that the information is not there."
-                )
-
             out.report(
-                "result_stall", (ev.tool, ev.rdig, state[3]), level, count, ev.tool,
-                f"{ev.tool}:{ev.rdig}", state[4], message, secondary=True,
+                "result_stall", (ev.tool, ev.rdig, state.first_seq), level, count, ev.tool,
+                f"{ev.tool}:{ev.rdig}", state.seqs, _stall_message,
+                (ev.tool, ev.result, count, state.first_seq), True,
             )  # fmt: skip
 
 
@@ -97,7 +105,9 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
         out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
 
 
-def _arg_tokens(value: Any, prefix: str, out: set[str], depth: int, volatile: frozenset[str]):
+def _arg_tokens(
+    value: Any, prefix: str, out: set[str], depth: int, volatile: frozenset[str]
+) -> None:
     """``_tokens(keys._normalize(value, volatile), prefix, out, depth)`` in one pass.
 
     Normalising first would sort and copy every dict only for the tokens to ignore the
@@ -149,43 +159,61 @@ class Cluster:
     nobody changes after observing them.
     """
 
-    __slots__ = ("_args", "_result", "epoch", "first_seq", "rdigs", "seqs", "sigs", "volatile")
+    __slots__ = (
+        "_arg_words", "_args", "_result", "_result_words", "epoch", "first_seq", "rdigs",
+        "seqs", "sigs", "volatile",
+    )  # fmt: skip
 
-    def __init__(self, ev: Event, epoch: int, volatile: frozenset[str]) -> None:
+    def __init__(self, ev: Event, volatile: frozenset[str]) -> None:
         self._args: Any = ev.args  # the call's arguments, until tokenised
         result = ev.result
         self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
+        self._arg_words: frozenset[str] | None = None
+        self._result_words: frozenset[str] | None = None
         self.volatile = volatile
-        self.epoch = epoch
+        self.epoch = ev.epoch
         self.rdigs = {ev.rdig}
         self.sigs = {ev.sig}
         self.first_seq = ev.seq
         self.seqs = [ev.seq]
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Cluster:
-        """Copy for a new lane (Lane.copy): the call's values are shared, never changed."""
-        twin = copy.copy(self)
+    def copy(self, ev: Event) -> Cluster:
+        """Copy for a new lane (``ev`` is any event, overwritten): values are shared."""
+        twin = Cluster(ev, self.volatile)
+        twin._args, twin._result = self._args, self._result
+        twin._arg_words, twin._result_words = self._arg_words, self._result_words
+        twin.epoch, twin.first_seq = self.epoch, self.first_seq
         twin.rdigs, twin.sigs, twin.seqs = set(self.rdigs), set(self.sigs), list(self.seqs)
         return twin
 
-    @property
     def args(self) -> frozenset[str]:
-        if not isinstance(self._args, frozenset):
-            self._args = arg_tokens(self._args, self.volatile)
-        return self._args
+        found = self._arg_words
+        if found is None:
+            found = self._arg_words = arg_tokens(self._args, self.volatile)
+            self._args = None
+        return found
 
-    @property
     def result(self) -> frozenset[str]:
-        if not isinstance(self._result, frozenset):
-            self._result = result_tokens(self._result)
-        return self._result
+        found = self._result_words
+        if found is None:
+            found = self._result_words = result_tokens(self._result)
+            self._result = None
+        return found
+
+
+def _near_message(tool: str, args: Any, count: int, first: int) -> str:
+    return (
+        f"You have called {tool} {count} times since step {first} with nearly the same "
+        f"arguments (now {short(args)}) and got nearly the same result each time. Small "
+        "variations are not helping. " + advice(tool)
+    )
 
 
 class NearRepeat:
     """The same tool with nearly the same arguments and nearly the same result.
 
-    The engine does not call it for mutating, polling or acknowledgement tools (see
-    ``_skip`` and ``Monitor._plan``).
+    The engine does not call it for mutating, polling or acknowledgement tools, nor for
+    failures (see ``Monitor._plan`` and ``Event.quiet``).
     """
 
     name = "near_repeat"
@@ -199,31 +227,28 @@ class NearRepeat:
     def new_turn(self, state: dict[str, list[Cluster]], scope: str) -> dict[str, list[Cluster]]:
         return {} if scope == "turn" else state
 
-    def observe(self, state: dict[str, list[Cluster]], ev: Event, lane: Lane, out: Reporter):
-        if _skip(ev):
+    def observe(self, state: dict[str, list[Cluster]], ev: Event, out: Monitor) -> None:
+        if ev.quiet:
             return
-        settings = ev.settings
-        assert settings is not None and ev.tool is not None
         clusters = state.get(ev.tool)
         if clusters is None:
             clusters = state[ev.tool] = []
-        epoch = lane.epoch
+        epoch = ev.epoch
         compare = False  # any cluster of this epoch to compare with?
         for cluster in clusters:
             if cluster.epoch == epoch:
                 if ev.sig in cluster.sigs:
                     return  # an exact repeat: the repeat detector's business
                 compare = True
-        if compare and self._match(clusters, ev, epoch, settings, out):
+        if compare and self._match(clusters, ev, out):
             return
-        clusters.append(Cluster(ev, epoch, settings.volatile))
+        clusters.append(Cluster(ev, ev.settings.volatile))
         if len(clusters) > MAX_CLUSTERS:
             del clusters[0]
 
-    def _match(
-        self, clusters: list[Cluster], ev: Event, epoch: int, settings: Any, out: Reporter
-    ) -> bool:
+    def _match(self, clusters: list[Cluster], ev: Event, out: Monitor) -> bool:
         """Join the first cluster of this epoch the call is near to; False when none."""
+        settings = ev.settings
         args = self._tokens.get(ev.sig)
         if args is None:
             args = arg_tokens(ev.args, settings.volatile)
@@ -232,12 +257,12 @@ class NearRepeat:
             self._tokens[ev.sig] = args
         result: frozenset[str] | None = None
         for cluster in clusters:
-            if cluster.epoch != epoch or jaccard(args, cluster.args) < ARGS_SIMILAR:
+            if cluster.epoch != ev.epoch or jaccard(args, cluster.args()) < ARGS_SIMILAR:
                 continue
             if ev.rdig not in cluster.rdigs:
                 if result is None:
                     result = result_tokens(ev.result)
-                if jaccard(result, cluster.result) < RESULT_SIMILAR:
+                if jaccard(result, cluster.result()) < RESULT_SIMILAR:
                     continue
             cluster.sigs.add(ev.sig)
             cluster.rdigs.add(ev.rdig)
@@ -245,18 +270,10 @@ class NearRepeat:
             count = len(cluster.sigs)
             level = settings.thresholds["near_repeat"].level(count)
             if level is not None:
-
-                def message(count: int = count, first: int = cluster.first_seq) -> str:
-                    return (
-                        f"You have called {ev.tool} {count} times since step {first} "
-                        f"with nearly the same arguments (now {short(ev.args)}) and got nearly "
-                        "the same result each time. Small variations are not helping. "
-                        + advice(ev.tool)
-                    )
-
                 out.report(
                     "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
-                    f"{ev.tool}~{cluster.first_seq}", cluster.seqs, message, secondary=True,
+                    f"{ev.tool}~{cluster.first_seq}", cluster.seqs, _near_message,
+                    (ev.tool, ev.args, count, cluster.first_seq), True,
                 )  # fmt: skip
             return True
         return False
@@ -273,27 +290,66 @@ RANGE_KEYS = (
 _READ_TOOLS: dict[str, bool] = {}
 
 
-def read_target(ev: Event) -> tuple[str, tuple[Any, ...]] | None:
+def read_target(tool: str, args: Any) -> tuple[str, tuple[str, ...]] | None:
     """Return (path, range) when the call reads part of a file, else None."""
-    args = ev.args
     if not isinstance(args, dict):
         return None
-    name = ev.tool or ""
-    reads = _READ_TOOLS.get(name)
+    reads = _READ_TOOLS.get(tool)
     if reads is None:
-        reads = any(word in name.lower() for word in READ_WORDS)
+        reads = any(word in tool.lower() for word in READ_WORDS)
         if len(_READ_TOOLS) < 10_000:
-            _READ_TOOLS[name] = reads
+            _READ_TOOLS[tool] = reads
     if not (reads or args.get("command") == "view"):
         return None
+    path: Any = None
     for key in PATH_KEYS:
         path = args.get(key)
         if isinstance(path, str) and path:
             break
     else:
         return None
-    span = tuple(repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None)
+    span = tuple([repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None])
     return posixpath.normpath(path.strip()), span
+
+
+class Reads:
+    """One part (range) of a file as read on a path."""
+
+    __slots__ = ("at", "count", "epoch", "first_seq", "seqs")
+
+    def __init__(self, seq: int, at: int, epoch: int) -> None:
+        self.count = 1
+        self.first_seq = seq
+        self.seqs = [seq]
+        self.at = at  # the file's read count when this range was last read
+        self.epoch = epoch
+
+    def copy(self) -> Reads:
+        twin = Reads(self.first_seq, self.at, self.epoch)
+        twin.count, twin.seqs = self.count, list(self.seqs)
+        return twin
+
+
+class FileReads:
+    __slots__ = ("n", "ranges")
+
+    def __init__(self) -> None:
+        self.n = 0  # reads of the file
+        self.ranges: dict[tuple[str, ...], Reads] = {}
+
+    def copy(self) -> FileReads:
+        twin = FileReads()
+        twin.n = self.n
+        twin.ranges = {span: reads.copy() for span, reads in self.ranges.items()}
+        return twin
+
+
+def _read_message(where: str, path: str, count: int, first: int) -> str:
+    return (
+        f"You have read {where} of {path} {count} times since step {first}, in between reads "
+        "of other parts of it. Nothing changed it since: use what you read before (note what "
+        "you need) instead of reading it again."
+    )
 
 
 class ReadRange:
@@ -301,45 +357,38 @@ class ReadRange:
 
     name = "read_range"
 
-    def new_state(self) -> dict[str, Any]:
-        return {}  # path -> {"n": reads, "ranges": {range: [count, first, seqs, n_at, epoch]}}
+    def new_state(self) -> dict[str, FileReads]:
+        return {}  # path -> its reads
 
-    def new_turn(self, state: dict[str, Any], scope: str) -> dict[str, Any]:
+    def new_turn(self, state: dict[str, FileReads], scope: str) -> dict[str, FileReads]:
         return {} if scope == "turn" else state
 
-    def observe(self, state: dict[str, Any], ev: Event, lane: Lane, out: Reporter) -> None:
-        if _skip(ev):
+    def observe(self, state: dict[str, FileReads], ev: Event, out: Monitor) -> None:
+        if ev.quiet:
             return
-        target = read_target(ev)
+        target = read_target(ev.tool, ev.args)
         if target is None:
             return
         path, span = target
-        file = state.setdefault(path, {"n": 0, "ranges": {}})
-        file["n"] += 1
-        entry = file["ranges"].get(span)
-        if entry is None or entry[4] != lane.epoch:
-            file["ranges"][span] = [1, ev.seq, [ev.seq], file["n"], lane.epoch]
+        file = state.get(path)
+        if file is None:
+            file = state[path] = FileReads()
+        file.n += 1
+        entry = file.ranges.get(span)
+        if entry is None or entry.epoch != ev.epoch:
+            file.ranges[span] = Reads(ev.seq, file.n, ev.epoch)
             return
-        interleaved = file["n"] - entry[3] > 1  # other ranges were read since
-        entry[3] = file["n"]
+        interleaved = file.n - entry.at > 1  # other ranges were read since
+        entry.at = file.n
         if not interleaved:
             return  # back-to-back rereads are the repeat detector's business
-        entry[0] += 1
-        add_seq(entry[2], ev.seq)
-        settings = ev.settings
-        assert settings is not None
-        level = settings.thresholds["read_range"].level(entry[0])
+        entry.count += 1
+        add_seq(entry.seqs, ev.seq)
+        level = ev.settings.thresholds["read_range"].level(entry.count)
         if level is not None:
             where = f"range {', '.join(span)}" if span else "the whole file"
-
-            def message() -> str:
-                return (
-                    f"You have read {where} of {path} {entry[0]} times since step {entry[1]}, "
-                    "in between reads of other parts of it. Nothing changed it since: use what "
-                    "you read before (note what you need) instead of reading it again."
-                )
-
             out.report(
-                "read_range", (path, span, entry[1]), level, entry[0], ev.tool, ev.sig,
-                entry[2], message, secondary=True,
+                "read_range", (path, span, entry.first_seq), level, entry.count, ev.tool,
+                ev.sig, entry.seqs, _read_message, (where, path, entry.count, entry.first_seq),
+                True,
             )  # fmt: skip

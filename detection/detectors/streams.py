@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..keys import digest
-from .base import Event, Lane, Reporter, add_seq, jaccard, short, words
+from .base import Event, Level, add_seq, jaccard, short, words
+
+if TYPE_CHECKING:
+    from ..engine import Monitor
+    from ..policy import Threshold
 
 TEXT_SIMILAR = 0.85
 MAX_TEXTS = 8
+MAX_STREAK_SIGS = 64
+
+
+class StreakState:
+    __slots__ = ("calls", "first_seq", "sigs", "tool")
+
+    def __init__(self) -> None:
+        self.tool: str | None = None
+        self.calls = 0
+        self.sigs: set[str] = set()  # distinct calls in the streak (capped)
+        self.first_seq = 0
+
+    def copy(self) -> StreakState:
+        twin = StreakState()
+        twin.tool, twin.calls, twin.first_seq = self.tool, self.calls, self.first_seq
+        twin.sigs = set(self.sigs)
+        return twin
+
+
+def _streak_message(tool: str, calls: int, first: int) -> str:
+    return (
+        f"{tool} has been called {calls} times in a row since step {first} with varying "
+        "arguments. Fine for paging or batch edits; if you are searching harder for something "
+        "that is not there, step back and try another approach."
+    )
 
 
 class Streak:
@@ -17,90 +46,93 @@ class Streak:
 
     name = "streak"
 
-    def new_state(self) -> list[Any]:
-        return [None, 0, set(), 0]  # tool, calls, distinct sigs (capped), first seq
+    def new_state(self) -> StreakState:
+        return StreakState()
 
-    def new_turn(self, state: list[Any], scope: str) -> list[Any]:
-        return self.new_state()
+    def new_turn(self, state: StreakState, scope: str) -> StreakState:
+        return StreakState()
 
-    def observe(self, state: list[Any], ev: Event, lane: Lane, out: Reporter) -> None:
-        if state[0] != ev.tool:
-            state[:] = [ev.tool, 1, {ev.sig}, ev.seq]
+    def observe(self, state: StreakState, ev: Event, out: Monitor) -> None:
+        if state.tool != ev.tool:
+            state.tool, state.calls, state.first_seq = ev.tool, 1, ev.seq
+            state.sigs = {ev.sig}
             return
-        state[1] += 1
-        if len(state[2]) < 64:
-            state[2].add(ev.sig)
-        settings = ev.settings
-        assert settings is not None
-        threshold = settings.thresholds["streak"]
-        if threshold.info is None or state[1] != threshold.info or len(state[2]) < 2:
+        state.calls += 1
+        if len(state.sigs) < MAX_STREAK_SIGS:
+            state.sigs.add(ev.sig)
+        threshold = ev.settings.thresholds["streak"]
+        if threshold.info is None or state.calls != threshold.info or len(state.sigs) < 2:
             return
-
-        def message() -> str:
-            return (
-                f"{ev.tool} has been called {state[1]} times in a row since step {state[3]} with "
-                "varying arguments. Fine for paging or batch edits; if you are searching harder "
-                "for something that is not there, step back and try another approach."
-            )
-
+        info: Level = ("info", threshold.info, threshold.warn_rule)
         out.report(
-            "streak", (ev.tool, state[3]), ("info", threshold.info, threshold.warn_rule),
-            state[1], ev.tool, f"{ev.tool}:streak", [state[3], ev.seq], message,
+            "streak", (ev.tool, state.first_seq), info, state.calls, ev.tool,
+            f"{ev.tool}:streak", [state.first_seq, ev.seq], _streak_message,
+            (ev.tool, state.calls, state.first_seq), False,
         )  # fmt: skip
+
+
+class Text:
+    """One assistant message of the current monologue and the times it was said."""
+
+    __slots__ = ("count", "first_seq", "seqs", "text", "tokens")
+
+    def __init__(self, text: str, tokens: frozenset[str], seq: int) -> None:
+        self.text = text  # normalised: lower case, one space between words
+        self.tokens = tokens
+        self.count = 1
+        self.first_seq = seq
+        self.seqs = [seq]
+
+    def copy(self) -> Text:
+        twin = Text(self.text, self.tokens, self.first_seq)
+        twin.count, twin.seqs = self.count, list(self.seqs)
+        return twin
 
 
 _WS = re.compile(r"\s+")
 
 
+def _message_message(count: int, first: int, text: str) -> str:
+    return (
+        f"You have written the same message {count} times since step {first} without doing "
+        f"anything in between (\u201c{short(text, 60)}\u201d). Saying it again will not move "
+        "the task on: call a tool to make progress, ask the user a question, or finish."
+    )
+
+
 class MessageLoop:
-    """The same (or nearly the same) assistant text again with no tool call in between."""
+    """The same (or nearly the same) assistant text again with no tool call in between.
+
+    Its state is the lane's list of the monologue's texts; a tool call clears it (the engine
+    does that, it is no detector call).
+    """
 
     name = "message_loop"
 
-    def __init__(self) -> None:
-        self.threshold: Any = None  # set by the engine from the policy
+    def __init__(self, threshold: Threshold) -> None:
+        self.threshold = threshold
 
-    def new_state(self) -> list[list[Any]]:
-        return []  # [normalised text, words, count, first seq, seqs]
-
-    def new_turn(self, state: list[list[Any]], scope: str) -> list[list[Any]]:
-        return []  # a user message in between: not a monologue
-
-    def observe(self, state: list[list[Any]], ev: Event, lane: Lane, out: Reporter) -> None:
-        if ev.kind == "tool_call":
-            state.clear()
-            return
-        if ev.kind != "assistant" or not ev.text:
-            return
-        text = _WS.sub(" ", ev.text.strip().lower())
+    def observe(self, state: list[Text], seq: int, raw: str, out: Monitor) -> None:
+        text = _WS.sub(" ", raw.strip().lower())
         if not text:
             return
         tokens = words(text)
         for entry in state:
-            if entry[0] == text or (
-                abs(len(entry[0]) - len(text)) < 0.3 * max(len(text), 1)
-                and jaccard(entry[1], tokens) >= TEXT_SIMILAR
+            if entry.text == text or (
+                abs(len(entry.text) - len(text)) < 0.3 * max(len(text), 1)
+                and jaccard(entry.tokens, tokens) >= TEXT_SIMILAR
             ):
-                entry[2] += 1
-                add_seq(entry[4], ev.seq)
-                level = self.threshold.level(entry[2])
+                entry.count += 1
+                add_seq(entry.seqs, seq)
+                level = self.threshold.level(entry.count)
                 if level is not None:
-
-                    def message(count: int = entry[2], first: int = entry[3]) -> str:
-                        return (
-                            f"You have written the same message {count} times since step "
-                            f"{first} without doing anything in between "
-                            f"(\u201c{short(ev.text, 60)}\u201d). Saying it again will not move "
-                            "the task on: call a tool to make progress, ask the user a question, "
-                            "or finish."
-                        )
-
-                    signature = "text:" + digest(entry[0])
+                    signature = "text:" + digest(entry.text)
                     out.report(
-                        "message_loop", (signature, entry[3]), level, entry[2], None,
-                        signature, entry[4], message,
+                        "message_loop", (signature, entry.first_seq), level, entry.count, None,
+                        signature, entry.seqs, _message_message,
+                        (entry.count, entry.first_seq, raw), False,
                     )  # fmt: skip
                 return
-        state.append([text, tokens, 1, ev.seq, [ev.seq]])
+        state.append(Text(text, tokens, seq))
         if len(state) > MAX_TEXTS:
             del state[0]
