@@ -3,21 +3,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format bench screenshots clean
+.PHONY: run test lint format bench screenshots clean speedups
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$(PYTHON="$(PYTHON)" scripts/find-python) && $$py -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,speed]'
 	@touch $(STAMP)
 
+## Compile the detection engine with mypyc (build/speedups; plain Python when it cannot).
+speedups: $(STAMP)
+	$(PY) scripts/build_speedups.py
+
 ## Set up (virtualenv, install, migrate, demo data) and start web server + worker.
-run: $(STAMP)
+run: speedups
 	$(VENV)/bin/loopboard serve
 
 ## Set up and run the whole test suite (DATABASE_URL / CELERY_BROKER_URL when set,
 ## the embedded PostgreSQL and filesystem broker otherwise).
-test: $(STAMP)
+test: speedups
 	$(VENV)/bin/ruff check .
 	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest $(PYTEST_ARGS)
 
@@ -30,4 +34,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var/staticfiles .pytest_cache
+	rm -rf $(VENV) var/staticfiles .pytest_cache build

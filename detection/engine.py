@@ -193,6 +193,7 @@ class Monitor:
         self._current: str | None = None
         self._incidents: dict[tuple[str, Any], _Incident] = {}
         self._fired: list[Finding] = []
+        self._live = True  # observe() returns what fires; analyze() only wants the end
         self._hit = False  # a warn/stop was reported on the current step
         self._quota: dict[str, list[int]] = {}  # tool -> first seqs
         self._quota_n: dict[str, int] = {}  # tool -> calls
@@ -327,7 +328,8 @@ class Monitor:
             inc.mark = self._totals()
             if self._run_mark is None:
                 self._run_mark = inc.mark
-        self._fired.append(self._finding(inc))
+        if self._live:
+            self._fired.append(self._finding(inc))
 
     # -- the loop -----------------------------------------------------------------------
     def observe(self, step: Step) -> list[Finding]:
@@ -335,7 +337,8 @@ class Monitor:
         return self._observe(step, False)
 
     def _observe(self, step: Step, move: bool) -> list[Finding]:
-        self._fired = []
+        if self._live:
+            self._fired = []  # a new list each step: the caller may keep the last one
         self._hit = False
         self.steps += 1
         self._last_seq = step.seq
@@ -583,6 +586,7 @@ def analyze(steps_or_run: Run | Iterable[Step], policy: Policy | None = None) ->
     steps = steps_or_run.steps if isinstance(steps_or_run, Run) else list(steps_or_run)
     moves = _moves(steps) if any(step.parent_id is not None for step in steps) else set()
     monitor = Monitor(policy, keep_ledger=True)
+    monitor._live = False
     observe = monitor._observe
     for index, step in enumerate(steps):
         observe(step, index in moves)

@@ -1,7 +1,8 @@
 """What the engine gives back: findings, the ledger, a live check, a run's analysis.
 
-Plain frozen data with ``to_dict()`` for JSON; wording lives in ``message``, colour and
-layout belong to whoever shows it.
+Plain data with ``to_dict()`` for JSON, read-only by convention (not frozen: a frozen
+dataclass costs a Python-level __init__, and a run can have thousands of findings); wording
+lives in ``message``, colour and layout belong to whoever shows it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def worst(severities: Any) -> str:
     return "ok" if best == "info" else best
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Waste:
     """What a loop cost: the steps after its first warn, and their tokens, cost and time.
 
@@ -43,7 +44,7 @@ class Waste:
         return asdict(self)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finding:
     """One detected loop or breach, with the threshold it crossed and what to do instead."""
 
@@ -66,7 +67,7 @@ class Finding:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LedgerEntry:
     """One tool call in the progress ledger."""
 
@@ -161,7 +162,7 @@ class Ledger:
                 yield self.entry(index)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Check:
     """The answer to "would this next call be a loop?", before it is made."""
 
@@ -177,7 +178,7 @@ class Check:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Analysis:
     """The engine's verdict on a run."""
 

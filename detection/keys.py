@@ -67,6 +67,7 @@ DEFAULT_VOLATILE: frozenset[str] = frozenset(
 
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _WS = re.compile(r"[ \t\n\r\f\v]+")
+_WS_ANY = re.compile(r"[ \t\n\r\f\v]")
 _EMPTY: frozenset[str] = frozenset()
 
 
@@ -95,16 +96,19 @@ def _needs_work(volatile: frozenset[str]) -> re.Pattern[bytes]:
 
 def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
     stripped = text.strip()
-    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+    if not stripped:
+        return stripped
+    if stripped[0] in "{[" and stripped[-1] in "}]":
         try:
             parsed = orjson.loads(stripped)
         except orjson.JSONDecodeError:
             pass
         else:
             return _normalize(parsed, volatile)
-    is_path = "/" in stripped and "://" not in stripped and len(stripped) < 4096
-    if is_path and not _WS.search(stripped):
-        return posixpath.normpath(stripped)
+    if _WS_ANY.search(stripped) is None:  # one word: nothing to collapse
+        if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
+            return posixpath.normpath(stripped)
+        return stripped
     return _WS.sub(" ", stripped)
 
 
@@ -117,7 +121,7 @@ def _normalize(value: Any, volatile: frozenset[str]) -> Any:
             for key in sorted(value, key=str)
             if key not in volatile
         }
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
         return [_normalize(item, volatile) for item in value]
     return value
 

@@ -36,6 +36,17 @@ class StallState:
         self.seqs: list[int] = []
         self.epoch = 0
 
+    def start(self, ev: Event) -> None:
+        """Start a new run with this call (the containers are reused: most runs are one call)."""
+        self.tool, self.rdig, self.first_seq, self.epoch = ev.tool, ev.rdig, ev.seq, ev.epoch
+        if len(self.sigs) > 1 or len(self.seqs) > 1:
+            self.sigs, self.seqs = set(), []  # a finding may hold the old seqs
+        else:
+            self.sigs.clear()
+            self.seqs.clear()
+        self.sigs.add(ev.sig)
+        self.seqs.append(ev.seq)
+
     def copy(self) -> StallState:
         twin = StallState()
         twin.tool, twin.rdig, twin.sigs = self.tool, self.rdig, set(self.sigs)
@@ -68,8 +79,7 @@ class ResultStall:
                 state.tool = None
             return
         if state.tool != ev.tool or state.rdig != ev.rdig or state.epoch != ev.epoch:
-            state.tool, state.rdig, state.sigs = ev.tool, ev.rdig, {ev.sig}
-            state.first_seq, state.seqs, state.epoch = ev.seq, [ev.seq], ev.epoch
+            state.start(ev)
             return
         if ev.sig in state.sigs:
             return  # the very same call again: the repeat detector's business
@@ -86,7 +96,13 @@ class ResultStall:
 
 
 def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
-    if isinstance(value, dict):
+    if isinstance(value, str):
+        if " " in value:
+            for word in words(value, 1000):
+                out.add(prefix + word)
+        else:
+            out.add(prefix + value[:200].lower())
+    elif isinstance(value, dict):
         if depth < 4:
             for key, item in value.items():
                 _tokens(item, f"{prefix}{key}.", out, depth + 1)
@@ -94,14 +110,9 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
         if depth < 4:
             for item in value[:50]:
                 _tokens(item, prefix, out, depth + 1)
-    elif isinstance(value, str):
-        if " " in value:
-            out.update(prefix + word for word in words(value, 1000))
-        else:
-            out.add(prefix + value[:200].lower())
     elif isinstance(value, bool) or value is None:
         out.add(f"{prefix}{value}")
-    elif isinstance(value, int | float):
+    elif isinstance(value, (int, float)):  # noqa: UP038 (a tuple is a constant)
         out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
 
 
@@ -125,7 +136,7 @@ def _arg_tokens(
             for key, item in value.items():
                 if key not in volatile:
                     _arg_tokens(item, f"{prefix}{key}.", out, depth + 1, volatile)
-    elif isinstance(value, list | tuple):
+    elif isinstance(value, (list, tuple)):  # noqa: UP038
         if depth < 4:
             for item in value[:50]:
                 _arg_tokens(item, prefix, out, depth + 1, volatile)
@@ -240,21 +251,31 @@ class NearRepeat:
                 if ev.sig in cluster.sigs:
                     return  # an exact repeat: the repeat detector's business
                 compare = True
-        if compare and self._match(clusters, ev, out):
-            return
-        clusters.append(Cluster(ev, ev.settings.volatile))
+        args: frozenset[str] | None = None
+        if compare:
+            args = self._arg_words(ev)
+            if self._match(clusters, ev, args, out):
+                return
+        cluster = Cluster(ev, ev.settings.volatile)
+        if args is not None:
+            cluster._arg_words, cluster._args = args, None
+        clusters.append(cluster)
         if len(clusters) > MAX_CLUSTERS:
             del clusters[0]
 
-    def _match(self, clusters: list[Cluster], ev: Event, out: Monitor) -> bool:
-        """Join the first cluster of this epoch the call is near to; False when none."""
-        settings = ev.settings
+    def _arg_words(self, ev: Event) -> frozenset[str]:
         args = self._tokens.get(ev.sig)
         if args is None:
-            args = arg_tokens(ev.args, settings.volatile)
+            args = arg_tokens(ev.args, ev.settings.volatile)
             if len(self._tokens) >= 4096:
                 self._tokens.clear()
             self._tokens[ev.sig] = args
+        return args
+
+    def _match(
+        self, clusters: list[Cluster], ev: Event, args: frozenset[str], out: Monitor
+    ) -> bool:
+        """Join the first cluster of this epoch the call is near to; False when none."""
         result: frozenset[str] | None = None
         for cluster in clusters:
             if cluster.epoch != ev.epoch or jaccard(args, cluster.args()) < ARGS_SIMILAR:
@@ -268,7 +289,7 @@ class NearRepeat:
             cluster.rdigs.add(ev.rdig)
             add_seq(cluster.seqs, ev.seq)
             count = len(cluster.sigs)
-            level = settings.thresholds["near_repeat"].level(count)
+            level = ev.settings.thresholds["near_repeat"].level(count)
             if level is not None:
                 out.report(
                     "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,

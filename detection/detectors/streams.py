@@ -55,7 +55,8 @@ class Streak:
     def observe(self, state: StreakState, ev: Event, out: Monitor) -> None:
         if state.tool != ev.tool:
             state.tool, state.calls, state.first_seq = ev.tool, 1, ev.seq
-            state.sigs = {ev.sig}
+            state.sigs.clear()
+            state.sigs.add(ev.sig)
             return
         state.calls += 1
         if len(state.sigs) < MAX_STREAK_SIGS:

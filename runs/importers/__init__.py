@@ -72,14 +72,19 @@ class _LimitedReader(io.RawIOBase):
         data = self.inner.read(len(buffer))
         self.count += len(data)
         if self.count > self.limit:
-            raise TraceError(f"file is larger than the limit of {self.limit} bytes",
-                             source=self.source)
+            raise TraceError(
+                f"file is larger than the limit of {self.limit} bytes", source=self.source
+            )
         buffer[: len(data)] = data
         return len(data)
 
 
-def open_trace(data: bytes | IO[bytes] | str | os.PathLike, *, source: str = "",
-               limits: Limits = DEFAULT_LIMITS) -> tuple[io.BufferedReader, bytes]:
+def open_trace(
+    data: bytes | IO[bytes] | str | os.PathLike,
+    *,
+    source: str = "",
+    limits: Limits = DEFAULT_LIMITS,
+) -> tuple[io.BufferedReader, bytes]:
     """Return a buffered binary stream over the (gunzipped) trace and its first bytes."""
     if isinstance(data, bytes):
         raw: IO[bytes] = io.BytesIO(data)
@@ -109,12 +114,18 @@ def detect_format(head: bytes, *, source: str = "") -> str:
     if not head.strip():
         raise TraceError("empty file", source=source)
     tried = ", ".join(IMPORTERS)
-    raise TraceError(f"unknown trace format (tried: {tried}); pass a format to force one",
-                     source=source, line=1)
+    raise TraceError(
+        f"unknown trace format (tried: {tried}); pass a format to force one", source=source, line=1
+    )
 
 
-def iter_runs(data: bytes | IO[bytes] | str | os.PathLike, *, source: str = "",
-              format: str | None = None, limits: Limits = DEFAULT_LIMITS) -> Iterator[Run]:
+def iter_runs(
+    data: bytes | IO[bytes] | str | os.PathLike,
+    *,
+    source: str = "",
+    format: str | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Iterator[Run]:
     """Yield the runs of one trace file, detecting its format unless one is given."""
     if not source and isinstance(data, str | os.PathLike):
         source = os.fspath(data)
@@ -122,8 +133,7 @@ def iter_runs(data: bytes | IO[bytes] | str | os.PathLike, *, source: str = "",
     if format is None:
         format = detect_format(head, source=source)
     elif format not in IMPORTERS:
-        raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}",
-                         source=source)
+        raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}", source=source)
     try:
         yield from IMPORTERS[format].parse(stream, source=source, limits=limits)
     except (OSError, EOFError) as exc:

@@ -100,8 +100,11 @@ def clip_strings(value: Any, max_chars: int) -> Any:
 def loads_line(raw: bytes, *, source: str, line: int, limits: Limits) -> Any:
     """Parse one JSONL line, raising TraceError that names the line and the reason."""
     if len(raw) > limits.max_line_bytes:
-        raise TraceError(f"line is {len(raw)} bytes, over the limit of {limits.max_line_bytes}",
-                         source=source, line=line)
+        raise TraceError(
+            f"line is {len(raw)} bytes, over the limit of {limits.max_line_bytes}",
+            source=source,
+            line=line,
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -109,13 +112,15 @@ def loads_line(raw: bytes, *, source: str, line: int, limits: Limits) -> Any:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"invalid JSON: {exc.msg} (column {exc.colno})", source=source,
-                         line=line) from None
+        raise TraceError(
+            f"invalid JSON: {exc.msg} (column {exc.colno})", source=source, line=line
+        ) from None
     except RecursionError:
         raise TraceError("JSON nested too deeply", source=source, line=line) from None
     if not json_depth_ok(value, limits.max_depth):
-        raise TraceError(f"JSON nested deeper than {limits.max_depth} levels", source=source,
-                         line=line)
+        raise TraceError(
+            f"JSON nested deeper than {limits.max_depth} levels", source=source, line=line
+        )
     return value
 
 

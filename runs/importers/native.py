@@ -63,8 +63,9 @@ def _text_id(value: Any) -> str | None:
 def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | None:
     """Return the step for one event object, None for an event type that is skipped."""
     if not isinstance(obj, dict):
-        raise TraceError(f"expected a JSON object, got {type(obj).__name__}", source=source,
-                         line=line)
+        raise TraceError(
+            f"expected a JSON object, got {type(obj).__name__}", source=source, line=line
+        )
     kind = obj.get("type")
     if kind not in ("tool_call", "message"):
         return None
@@ -85,12 +86,17 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
     if kind == "tool_call":
         tool = obj.get("tool")
         if not isinstance(tool, str) or not tool:
-            raise TraceError("a tool_call needs a tool name (string)", source=source, line=line,
-                             field="tool")
+            raise TraceError(
+                "a tool_call needs a tool name (string)", source=source, line=line, field="tool"
+            )
         status = obj.get("status", "ok")
         if status not in ("ok", "error"):
-            raise TraceError(f"status must be 'ok' or 'error', not {status!r}", source=source,
-                             line=line, field="status")
+            raise TraceError(
+                f"status must be 'ok' or 'error', not {status!r}",
+                source=source,
+                line=line,
+                field="status",
+            )
         step.tool = tool[:200]
         step.args = clip_strings(obj.get("args", {}), limits.max_value_chars)
         step.result = clip_strings(obj.get("result"), limits.max_value_chars)
@@ -99,12 +105,17 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
     else:
         role = obj.get("role", "assistant")
         if role not in ROLES:
-            raise TraceError(f"role must be one of {sorted(ROLES)}, not {role!r}", source=source,
-                             line=line, field="role")
+            raise TraceError(
+                f"role must be one of {sorted(ROLES)}, not {role!r}",
+                source=source,
+                line=line,
+                field="role",
+            )
         content = obj.get("content", "")
         step.kind = role
-        step.text = clip_strings(content if isinstance(content, str) else str(content),
-                                 limits.max_value_chars)
+        step.text = clip_strings(
+            content if isinstance(content, str) else str(content), limits.max_value_chars
+        )
     return step
 
 
@@ -134,8 +145,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         if run is None:
             run = runs[run_id] = Run(id=run_id, format=name)
         if len(run.steps) >= limits.max_steps:
-            raise TraceError(f"run {run_id!r} has more than {limits.max_steps} steps",
-                             source=source, line=number)
+            raise TraceError(
+                f"run {run_id!r} has more than {limits.max_steps} steps", source=source, line=number
+            )
         run.steps.append(step)
     if valid == 0:
         if first_error is not None:

@@ -8,7 +8,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -17,240 +16,497 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('owner', 'Owner'), ('member', 'Member')], default='member', max_length=10)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("owner", "Owner"), ("member", "Member")],
+                        default="member",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Project',
+            name="Project",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('slug', models.SlugField(max_length=100, unique=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('members', models.ManyToManyField(blank=True, related_name='projects', through='runs.Membership', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("slug", models.SlugField(max_length=100, unique=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        blank=True,
+                        related_name="projects",
+                        through="runs.Membership",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyChange',
+            name="PolicyChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('before', models.JSONField(default=dict)),
-                ('after', models.JSONField(default=dict)),
-                ('summary', models.TextField(blank=True)),
-                ('reanalyzed', models.PositiveIntegerField(default=0)),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='policy_changes', to='runs.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("before", models.JSONField(default=dict)),
+                ("after", models.JSONField(default=dict)),
+                ("summary", models.TextField(blank=True)),
+                ("reanalyzed", models.PositiveIntegerField(default=0)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="policy_changes",
+                        to="runs.project",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-            },
-        ),
-        migrations.AddField(
-            model_name='membership',
-            name='project',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='runs.project'),
-        ),
-        migrations.CreateModel(
-            name='ApiKey',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(max_length=16)),
-                ('key_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to='runs.project')),
-            ],
-            options={
-                'ordering': ['-created_at'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Run',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=255)),
-                ('name', models.CharField(max_length=255)),
-                ('format', models.CharField(max_length=40)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('step_count', models.PositiveIntegerField(default=0)),
-                ('tool_call_count', models.PositiveIntegerField(default=0)),
-                ('verdict', models.CharField(choices=[('pending', 'Pending'), ('ok', 'Ok'), ('warn', 'Warn'), ('stop', 'Stop')], default='pending', max_length=8)),
-                ('stall_score', models.FloatField(default=0)),
-                ('waste_steps', models.PositiveIntegerField(default=0)),
-                ('waste_tokens', models.BigIntegerField(blank=True, null=True)),
-                ('waste_cost', models.FloatField(blank=True, null=True)),
-                ('waste_seconds', models.FloatField(blank=True, null=True)),
-                ('detectors', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=40), blank=True, default=list)),
-                ('tools', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=200), blank=True, default=list)),
-                ('summary', models.JSONField(blank=True, default=dict)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('analyzed_at', models.DateTimeField(blank=True, null=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='runs.project')),
-            ],
-            options={
-                'ordering': ['-created_at', '-id'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Finding',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('detector', models.CharField(max_length=40)),
-                ('severity', models.CharField(choices=[('info', 'Info'), ('warn', 'Warn'), ('stop', 'Stop')], max_length=5)),
-                ('tool', models.CharField(blank=True, max_length=200)),
-                ('signature', models.CharField(blank=True, max_length=200)),
-                ('seqs', django.contrib.postgres.fields.ArrayField(base_field=models.PositiveIntegerField(), default=list)),
-                ('count', models.PositiveIntegerField(default=0)),
-                ('threshold', models.PositiveIntegerField(default=0)),
-                ('fired_at', models.PositiveIntegerField(default=0)),
-                ('rule', models.CharField(blank=True, max_length=255)),
-                ('message', models.TextField()),
-                ('waste_steps', models.PositiveIntegerField(default=0)),
-                ('waste_tokens', models.BigIntegerField(blank=True, null=True)),
-                ('waste_cost', models.FloatField(blank=True, null=True)),
-                ('waste_seconds', models.FloatField(blank=True, null=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='findings', to='runs.run')),
-            ],
-            options={
-                'ordering': ['run', 'fired_at', 'id'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Step',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('kind', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant'), ('tool_call', 'Tool Call'), ('system', 'System'), ('reasoning', 'Reasoning')], max_length=10)),
-                ('source_id', models.CharField(blank=True, max_length=255)),
-                ('parent_id', models.CharField(blank=True, max_length=255)),
-                ('tool', models.CharField(blank=True, max_length=200)),
-                ('args', models.JSONField(blank=True, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('status', models.CharField(default='ok', max_length=5)),
-                ('batch_id', models.CharField(blank=True, max_length=255)),
-                ('text', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('ended_at', models.DateTimeField(blank=True, null=True)),
-                ('tokens_in', models.IntegerField(blank=True, null=True)),
-                ('tokens_out', models.IntegerField(blank=True, null=True)),
-                ('cost', models.FloatField(blank=True, null=True)),
-                ('call_sig', models.CharField(blank=True, max_length=80)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='runs.run')),
-            ],
-            options={
-                'ordering': ['run', 'seq'],
-            },
-        ),
-        migrations.CreateModel(
-            name='ToolPolicy',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool', models.CharField(blank=True, help_text='Exact tool name or glob (mcp__*__bash); blank = defaults', max_length=200)),
-                ('scope', models.CharField(blank=True, choices=[('turn', 'Turn'), ('run', 'Run')], help_text='defaults row only', max_length=4)),
-                ('warn', models.PositiveIntegerField(blank=True, null=True)),
-                ('stop', models.PositiveIntegerField(blank=True, null=True)),
-                ('max_repeats', models.PositiveIntegerField(blank=True, null=True)),
-                ('polling', models.BooleanField(blank=True, null=True)),
-                ('mutating', models.BooleanField(blank=True, null=True)),
-                ('quota', models.PositiveIntegerField(blank=True, null=True)),
-                ('volatile', models.JSONField(blank=True, default=list)),
-                ('max_steps', models.PositiveIntegerField(blank=True, null=True)),
-                ('max_tokens', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('max_cost', models.FloatField(blank=True, null=True)),
-                ('detectors', models.JSONField(blank=True, default=dict)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tool_policies', to='runs.project')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-            ],
-            options={
-                'verbose_name_plural': 'tool policies',
-                'ordering': ['project', 'tool'],
-            },
-        ),
-        migrations.CreateModel(
-            name='Trace',
-            fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=255)),
-                ('sha256', models.CharField(max_length=64)),
-                ('size', models.PositiveBigIntegerField()),
-                ('raw', models.BinaryField()),
-                ('declared_format', models.CharField(blank=True, max_length=40)),
-                ('format', models.CharField(blank=True, max_length=40)),
-                ('status', models.CharField(choices=[('received', 'Received'), ('parsing', 'Parsing'), ('analyzing', 'Analyzing'), ('analyzed', 'Analyzed'), ('failed', 'Failed')], default='received', max_length=12)),
-                ('error', models.TextField(blank=True)),
-                ('skipped_lines', models.PositiveIntegerField(default=0)),
-                ('warnings', models.JSONField(blank=True, default=list)),
-                ('source', models.CharField(choices=[('upload', 'Upload'), ('api', 'Api'), ('otlp', 'Otlp'), ('cli', 'Cli'), ('demo', 'Demo')], default='upload', max_length=10)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='traces', to='runs.project')),
-                ('uploaded_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-            ],
-            options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='trace',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='runs.trace'),
+            model_name="membership",
+            name="project",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="memberships",
+                to="runs.project",
+            ),
+        ),
+        migrations.CreateModel(
+            name="ApiKey",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("prefix", models.CharField(max_length=16)),
+                ("key_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="api_keys",
+                        to="runs.project",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-created_at"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Run",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("external_id", models.CharField(max_length=255)),
+                ("name", models.CharField(max_length=255)),
+                ("format", models.CharField(max_length=40)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("step_count", models.PositiveIntegerField(default=0)),
+                ("tool_call_count", models.PositiveIntegerField(default=0)),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("ok", "Ok"),
+                            ("warn", "Warn"),
+                            ("stop", "Stop"),
+                        ],
+                        default="pending",
+                        max_length=8,
+                    ),
+                ),
+                ("stall_score", models.FloatField(default=0)),
+                ("waste_steps", models.PositiveIntegerField(default=0)),
+                ("waste_tokens", models.BigIntegerField(blank=True, null=True)),
+                ("waste_cost", models.FloatField(blank=True, null=True)),
+                ("waste_seconds", models.FloatField(blank=True, null=True)),
+                (
+                    "detectors",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=40), blank=True, default=list
+                    ),
+                ),
+                (
+                    "tools",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.CharField(max_length=200), blank=True, default=list
+                    ),
+                ),
+                ("summary", models.JSONField(blank=True, default=dict)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("analyzed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="runs.project",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-created_at", "-id"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Finding",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("detector", models.CharField(max_length=40)),
+                (
+                    "severity",
+                    models.CharField(
+                        choices=[("info", "Info"), ("warn", "Warn"), ("stop", "Stop")], max_length=5
+                    ),
+                ),
+                ("tool", models.CharField(blank=True, max_length=200)),
+                ("signature", models.CharField(blank=True, max_length=200)),
+                (
+                    "seqs",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.PositiveIntegerField(), default=list
+                    ),
+                ),
+                ("count", models.PositiveIntegerField(default=0)),
+                ("threshold", models.PositiveIntegerField(default=0)),
+                ("fired_at", models.PositiveIntegerField(default=0)),
+                ("rule", models.CharField(blank=True, max_length=255)),
+                ("message", models.TextField()),
+                ("waste_steps", models.PositiveIntegerField(default=0)),
+                ("waste_tokens", models.BigIntegerField(blank=True, null=True)),
+                ("waste_cost", models.FloatField(blank=True, null=True)),
+                ("waste_seconds", models.FloatField(blank=True, null=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="findings",
+                        to="runs.run",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["run", "fired_at", "id"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Step",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("user", "User"),
+                            ("assistant", "Assistant"),
+                            ("tool_call", "Tool Call"),
+                            ("system", "System"),
+                            ("reasoning", "Reasoning"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("source_id", models.CharField(blank=True, max_length=255)),
+                ("parent_id", models.CharField(blank=True, max_length=255)),
+                ("tool", models.CharField(blank=True, max_length=200)),
+                ("args", models.JSONField(blank=True, null=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("status", models.CharField(default="ok", max_length=5)),
+                ("batch_id", models.CharField(blank=True, max_length=255)),
+                ("text", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("ended_at", models.DateTimeField(blank=True, null=True)),
+                ("tokens_in", models.IntegerField(blank=True, null=True)),
+                ("tokens_out", models.IntegerField(blank=True, null=True)),
+                ("cost", models.FloatField(blank=True, null=True)),
+                ("call_sig", models.CharField(blank=True, max_length=80)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="runs.run",
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["run", "seq"],
+            },
+        ),
+        migrations.CreateModel(
+            name="ToolPolicy",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "tool",
+                    models.CharField(
+                        blank=True,
+                        help_text="Exact tool name or glob (mcp__*__bash); blank = defaults",
+                        max_length=200,
+                    ),
+                ),
+                (
+                    "scope",
+                    models.CharField(
+                        blank=True,
+                        choices=[("turn", "Turn"), ("run", "Run")],
+                        help_text="defaults row only",
+                        max_length=4,
+                    ),
+                ),
+                ("warn", models.PositiveIntegerField(blank=True, null=True)),
+                ("stop", models.PositiveIntegerField(blank=True, null=True)),
+                ("max_repeats", models.PositiveIntegerField(blank=True, null=True)),
+                ("polling", models.BooleanField(blank=True, null=True)),
+                ("mutating", models.BooleanField(blank=True, null=True)),
+                ("quota", models.PositiveIntegerField(blank=True, null=True)),
+                ("volatile", models.JSONField(blank=True, default=list)),
+                ("max_steps", models.PositiveIntegerField(blank=True, null=True)),
+                ("max_tokens", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("max_cost", models.FloatField(blank=True, null=True)),
+                ("detectors", models.JSONField(blank=True, default=dict)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tool_policies",
+                        to="runs.project",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+            ],
+            options={
+                "verbose_name_plural": "tool policies",
+                "ordering": ["project", "tool"],
+            },
+        ),
+        migrations.CreateModel(
+            name="Trace",
+            fields=[
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=255)),
+                ("sha256", models.CharField(max_length=64)),
+                ("size", models.PositiveBigIntegerField()),
+                ("raw", models.BinaryField()),
+                ("declared_format", models.CharField(blank=True, max_length=40)),
+                ("format", models.CharField(blank=True, max_length=40)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("received", "Received"),
+                            ("parsing", "Parsing"),
+                            ("analyzing", "Analyzing"),
+                            ("analyzed", "Analyzed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="received",
+                        max_length=12,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("skipped_lines", models.PositiveIntegerField(default=0)),
+                ("warnings", models.JSONField(blank=True, default=list)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("upload", "Upload"),
+                            ("api", "Api"),
+                            ("otlp", "Otlp"),
+                            ("cli", "Cli"),
+                            ("demo", "Demo"),
+                        ],
+                        default="upload",
+                        max_length=10,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="traces",
+                        to="runs.project",
+                    ),
+                ),
+                (
+                    "uploaded_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+            ],
+            options={
+                "ordering": ["-created_at", "-id"],
+            },
+        ),
+        migrations.AddField(
+            model_name="run",
+            name="trace",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="runs",
+                to="runs.trace",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.UniqueConstraint(fields=('project', 'user'), name='one_membership_per_user'),
+            model_name="membership",
+            constraint=models.UniqueConstraint(
+                fields=("project", "user"), name="one_membership_per_user"
+            ),
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['detector'], name='runs_findin_detecto_5bf4b4_idx'),
+            model_name="finding",
+            index=models.Index(fields=["detector"], name="runs_findin_detecto_5bf4b4_idx"),
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['tool'], name='runs_findin_tool_6d6c66_idx'),
+            model_name="finding",
+            index=models.Index(fields=["tool"], name="runs_findin_tool_6d6c66_idx"),
         ),
         migrations.AddIndex(
-            model_name='step',
-            index=models.Index(fields=['run', 'call_sig'], name='runs_step_run_id_f12ae5_idx'),
+            model_name="step",
+            index=models.Index(fields=["run", "call_sig"], name="runs_step_run_id_f12ae5_idx"),
         ),
         migrations.AddConstraint(
-            model_name='step',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='one_step_per_seq'),
+            model_name="step",
+            constraint=models.UniqueConstraint(fields=("run", "seq"), name="one_step_per_seq"),
         ),
         migrations.AddConstraint(
-            model_name='toolpolicy',
-            constraint=models.UniqueConstraint(fields=('project', 'tool'), name='one_policy_row_per_tool'),
+            model_name="toolpolicy",
+            constraint=models.UniqueConstraint(
+                fields=("project", "tool"), name="one_policy_row_per_tool"
+            ),
         ),
         migrations.AddIndex(
-            model_name='trace',
-            index=models.Index(fields=['status', 'updated_at'], name='runs_trace_status_0ae001_idx'),
+            model_name="trace",
+            index=models.Index(
+                fields=["status", "updated_at"], name="runs_trace_status_0ae001_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='trace',
-            constraint=models.UniqueConstraint(fields=('project', 'sha256'), name='one_trace_per_content'),
+            model_name="trace",
+            constraint=models.UniqueConstraint(
+                fields=("project", "sha256"), name="one_trace_per_content"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['project', '-created_at', '-id'], name='runs_run_project_79bc5c_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=["project", "-created_at", "-id"], name="runs_run_project_79bc5c_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['project', 'verdict', '-created_at'], name='runs_run_project_69b312_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=["project", "verdict", "-created_at"], name="runs_run_project_69b312_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['project', '-stall_score', '-id'], name='runs_run_project_4a71cd_idx'),
+            model_name="run",
+            index=models.Index(
+                fields=["project", "-stall_score", "-id"], name="runs_run_project_4a71cd_idx"
+            ),
         ),
     ]

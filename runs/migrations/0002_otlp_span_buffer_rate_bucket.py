@@ -6,35 +6,75 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0001_initial'),
+        ("runs", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RateBucket',
+            name="RateBucket",
             fields=[
-                ('key', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, serialize=False, to='runs.apikey')),
-                ('tokens', models.FloatField()),
-                ('updated_at', models.DateTimeField()),
+                (
+                    "key",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        serialize=False,
+                        to="runs.apikey",
+                    ),
+                ),
+                ("tokens", models.FloatField()),
+                ("updated_at", models.DateTimeField()),
             ],
         ),
         migrations.CreateModel(
-            name='OtlpSpanGroup',
+            name="OtlpSpanGroup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trace_id', models.CharField(max_length=32)),
-                ('span_count', models.PositiveIntegerField(default=0)),
-                ('has_root', models.BooleanField(default=False)),
-                ('received_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('assembled', models.BooleanField(default=False)),
-                ('batch', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='otlp_groups', to='runs.trace')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='otlp_groups', to='runs.project')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='otlp_groups', to='runs.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("trace_id", models.CharField(max_length=32)),
+                ("span_count", models.PositiveIntegerField(default=0)),
+                ("has_root", models.BooleanField(default=False)),
+                ("received_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("assembled", models.BooleanField(default=False)),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="otlp_groups",
+                        to="runs.trace",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="otlp_groups",
+                        to="runs.project",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="otlp_groups",
+                        to="runs.run",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['project', 'trace_id'], name='runs_otlpsp_project_e448b3_idx'), models.Index(fields=['batch'], name='runs_otlpsp_batch_i_9cf72c_idx')],
+                "indexes": [
+                    models.Index(
+                        fields=["project", "trace_id"], name="runs_otlpsp_project_e448b3_idx"
+                    ),
+                    models.Index(fields=["batch"], name="runs_otlpsp_batch_i_9cf72c_idx"),
+                ],
             },
         ),
     ]

@@ -7,53 +7,69 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0002_otlp_span_buffer_rate_bucket'),
+        ("runs", "0002_otlp_span_buffer_rate_bucket"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LedgerRow',
+            name="LedgerRow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField()),
-                ('tool', models.CharField(blank=True, max_length=200)),
-                ('repeat_of', models.PositiveIntegerField()),
-                ('count', models.PositiveIntegerField()),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.PositiveIntegerField()),
+                ("tool", models.CharField(blank=True, max_length=200)),
+                ("repeat_of", models.PositiveIntegerField()),
+                ("count", models.PositiveIntegerField()),
             ],
             options={
-                'ordering': ['run', 'seq'],
+                "ordering": ["run", "seq"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='search',
-            field=django.contrib.postgres.search.SearchVectorField(blank=True, editable=False, null=True),
+            model_name="run",
+            name="search",
+            field=django.contrib.postgres.search.SearchVectorField(
+                blank=True, editable=False, null=True
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['project', '-waste_steps', '-id'], name='run_project_waste'),
+            model_name="run",
+            index=models.Index(fields=["project", "-waste_steps", "-id"], name="run_project_waste"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['detectors'], name='run_detectors_gin'),
+            model_name="run",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["detectors"], name="run_detectors_gin"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tools'], name='run_tools_gin'),
+            model_name="run",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["tools"], name="run_tools_gin"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['search'], name='run_search_gin'),
+            model_name="run",
+            index=django.contrib.postgres.indexes.GinIndex(
+                fields=["search"], name="run_search_gin"
+            ),
         ),
         migrations.AddField(
-            model_name='ledgerrow',
-            name='run',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ledger_rows', to='runs.run'),
+            model_name="ledgerrow",
+            name="run",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="ledger_rows",
+                to="runs.run",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ledgerrow',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='one_ledger_row_per_seq'),
+            model_name="ledgerrow",
+            constraint=models.UniqueConstraint(
+                fields=("run", "seq"), name="one_ledger_row_per_seq"
+            ),
         ),
     ]

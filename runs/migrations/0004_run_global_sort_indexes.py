@@ -4,22 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0003_run_search_ledger_rows'),
+        ("runs", "0003_run_search_ledger_rows"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['-created_at', '-id'], name='run_newest'),
+            model_name="run",
+            index=models.Index(fields=["-created_at", "-id"], name="run_newest"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['-stall_score', '-id'], name='run_stall'),
+            model_name="run",
+            index=models.Index(fields=["-stall_score", "-id"], name="run_stall"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['-waste_steps', '-id'], name='run_waste'),
+            model_name="run",
+            index=models.Index(fields=["-waste_steps", "-id"], name="run_waste"),
         ),
     ]
