@@ -12,7 +12,7 @@ from typing import Literal
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import File, Path, Query, Router, Status
+from ninja import Field, File, Path, Query, Router, Schema, Status
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
@@ -175,8 +175,18 @@ def raw_response(trace: Trace) -> HttpResponse:
     return response
 
 
+class RunPages(LimitOffsetPagination):
+    """limit/offset paging with an upper bound on the offset too (a bigint overflow is no 500)."""
+
+    class Input(Schema):
+        limit: int = Field(
+            settings.NINJA_PAGINATION_PER_PAGE, ge=1, le=settings.NINJA_PAGINATION_MAX_LIMIT
+        )
+        offset: int = Field(0, ge=0, le=settings.NINJA_PAGINATION_MAX_OFFSET)
+
+
 @router.get("/runs", response={200: list[RunOut], **ERRORS}, tags=["runs"])
-@paginate(LimitOffsetPagination)
+@paginate(RunPages)
 def list_runs(
     request: HttpRequest,
     verdict: Literal["flagged", "pending", "ok", "warn", "stop", ""] = "",

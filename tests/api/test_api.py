@@ -83,6 +83,10 @@ def test_runs_list_filters_and_pagination(api, project, process):
     assert page["count"] == 2 and len(page["items"]) == 1
     assert api.get("/api/runs?verdict=flagged").json()["count"] == 1
     assert api.get("/api/runs?verdict=bogus").status_code == 422
+    # paging past any real offset is a clear 422, not a database overflow (a 500)
+    huge = api.get("/api/runs?offset=10000000000000000000")
+    assert huge.status_code == 422 and "offset" in huge.text
+    assert api.get("/api/runs?limit=100000").status_code == 422
 
 
 def test_run_detail_steps_and_reanalyze(api, project, process, django_capture_on_commit_callbacks):
