@@ -20,7 +20,6 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -71,27 +70,47 @@ _WS_ANY = re.compile(r"[ \t\n\r\f\v]")
 _EMPTY: frozenset[str] = frozenset()
 
 
-@lru_cache(maxsize=256)
-def _needs_work(volatile: frozenset[str]) -> re.Pattern[bytes]:
-    """Return a regex that finds, in orjson output, anything normalisation would change.
+#: Whitespace that normalisation would change inside a string: anything but a single space.
+_WS_CHANGE = re.compile(r"[\t\n\r\f\v]|  ")
 
-    Compact orjson output has no whitespace outside strings, so a value whose encoding
-    has none of these is already canonical, and its bytes can be hashed as they are:
 
-    - a volatile key (``"ts":``);
-    - something ``posixpath.normpath`` would rewrite in a path: ``//``, a ``.`` or ``..``
-      segment (``/./``, ``/..`` at the end), a leading ``./`` or a trailing ``/``
-      (``src/a.py`` is canonical and needs no work; false alarms only cost time);
-    - escaped or edge whitespace (``\\n``, two spaces, a space after an opening or before a
-      closing quote);
-    - a string opening with ``{``/``[`` (JSON text inside a string).
+def _canonical_str(text: str) -> bool:
+    """Return whether ``_normalize_str`` leaves a string as it is (a quick, exact test)."""
+    if not text:
+        return True
+    first, last = text[0], text[-1]
+    if first.isspace() or last.isspace():
+        return False  # strip() would change it
+    if first in "{[" and last in "}]":
+        return False  # JSON text: parsed and normalised as a value
+    if _WS_CHANGE.search(text) is not None:
+        return False  # whitespace would be collapsed
+    if " " in text or "/" not in text or "://" in text or len(text) >= 4096:
+        return True  # not a path: nothing more to do
+    # a path: normpath only rewrites "//", "." and ".." segments, a leading "./" and a
+    # trailing "/"; ask it only when one of those could be there
+    if "//" in text or "/." in text or text.startswith("./") or last == "/":
+        return posixpath.normpath(text) == text
+    return True
 
-    Alternatives are grouped by their first byte, which keeps the scan of long text cheap.
+
+def _canonical(value: Any, volatile: frozenset[str]) -> bool:
+    """Return whether ``_normalize(value)`` encodes to the same JSON as ``value`` itself.
+
+    True for most tool arguments: string keys, no volatile key, strings already trimmed,
+    collapsed and canonical paths. Then the orjson encoding (keys sorted) of the value as it
+    is can be hashed, with no normalised copy made.
     """
-    keys = b"|".join(re.escape(key.encode()) for key in sorted(volatile))
-    quote = rb'"(?: |\./|[\[{]' + (rb"|(?:" + keys + rb')":)' if keys else rb")")
-    slash = rb'(?<!:)//|/(?:\.\.?[/"]|")'  # not "://": a URL is no path
-    return re.compile(slash + rb'|\\(?:[nrtf]|u000[bc])| [ "]|' + quote)
+    if isinstance(value, str):
+        return _canonical_str(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str or key in volatile or not _canonical(item, volatile):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
+        return all(_canonical(item, volatile) for item in value)
+    return True  # numbers, booleans, null (and what orjson encodes the same either way)
 
 
 def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
@@ -164,12 +183,11 @@ class Digester:
     looked up on every call.
     """
 
-    __slots__ = ("memo", "needs_work", "volatile")
+    __slots__ = ("memo", "volatile")
 
     def __init__(self, volatile: frozenset[str]) -> None:
         self.volatile = volatile
-        self.needs_work = _needs_work(volatile)
-        self.memo: dict[Any, str] = {}  # short text or encoding -> digest
+        self.memo: dict[Any, str] = {}  # short text, or encoding of a value to normalise
 
     def __call__(self, value: Any) -> str:
         return self.digest(value)
@@ -194,16 +212,13 @@ class Digester:
             raw = orjson.dumps(value, option=_OPTS)
         except TypeError:
             raw = _encode(value)
+        if _canonical(value, self.volatile):
+            return xxh3_64_hexdigest(raw)  # most values: hashed as they are, nothing kept
         if len(raw) >= _MEMO_SIZE:
-            if self.needs_work.search(raw) is None:
-                return xxh3_64_hexdigest(raw)
             return xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
         known = self.memo.get(raw)
         if known is None:
-            if self.needs_work.search(raw) is None:
-                known = xxh3_64_hexdigest(raw)
-            else:
-                known = xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
+            known = xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
             self._remember(bytes(memoryview(raw)), known)  # orjson's bytes keep a 4 KiB buffer
         return known
 
@@ -230,8 +245,9 @@ def value_digest(value: Any, volatile: frozenset[str] = DEFAULT_VOLATILE) -> str
     """Return digest(normalize(value)) with ``volatile`` as the full key set, fast.
 
     Equal to ``digest(normalize(value))`` by construction: most arguments are already
-    canonical once sorted, which a single C-level scan of their encoding proves. Short
-    values seen recently are answered from a memo (keyed by the text or the encoding).
+    canonical once sorted (``_canonical`` checks that on the value, without copying it), and
+    their encoding is hashed as it is. Short strings and values that do need normalising are
+    answered from a memo when seen recently (loops repeat them).
     """
     return digester(volatile).digest(value)
 

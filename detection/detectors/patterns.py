@@ -70,8 +70,13 @@ class Oscillation:
         keys = state.keys
         # Fast path: a call equal to none of the 2nd..5th calls before it ends every streak
         # and starts none, whatever the periods' state was; most healthy calls are new.
-        seen = key in keys[-MAX_PERIOD:-1]
-        state.same = state.same + 1 if keys and keys[-1] == key else 1
+        size = len(keys)
+        seen = False
+        for index in range(max(size - MAX_PERIOD, 0), size - 1):
+            if keys[index] == key:
+                seen = True
+                break
+        state.same = state.same + 1 if size and keys[size - 1] == key else 1
         keys.append(key)
         state.when.append(ev.seq)
         state.tools.append(ev.tool)

@@ -75,18 +75,24 @@ class Streak:
 class Text:
     """One assistant message of the current monologue and the times it was said."""
 
-    __slots__ = ("count", "first_seq", "seqs", "text", "tokens")
+    __slots__ = ("_tokens", "count", "first_seq", "seqs", "text")
 
-    def __init__(self, text: str, tokens: frozenset[str], seq: int) -> None:
+    def __init__(self, text: str, seq: int) -> None:
         self.text = text  # normalised: lower case, one space between words
-        self.tokens = tokens
+        self._tokens: frozenset[str] | None = None  # its words, once compared with another
         self.count = 1
         self.first_seq = seq
         self.seqs = [seq]
 
+    def tokens(self) -> frozenset[str]:
+        found = self._tokens
+        if found is None:
+            found = self._tokens = words(self.text)
+        return found
+
     def copy(self) -> Text:
-        twin = Text(self.text, self.tokens, self.first_seq)
-        twin.count, twin.seqs = self.count, list(self.seqs)
+        twin = Text(self.text, self.first_seq)
+        twin._tokens, twin.count, twin.seqs = self._tokens, self.count, list(self.seqs)
         return twin
 
 
@@ -117,11 +123,11 @@ class MessageLoop:
         text = _WS.sub(" ", raw.strip().lower())
         if not text:
             return
-        tokens = words(text)
+        said = Text(text, seq)
         for entry in state:
             if entry.text == text or (
                 abs(len(entry.text) - len(text)) < 0.3 * max(len(text), 1)
-                and jaccard(entry.tokens, tokens) >= TEXT_SIMILAR
+                and jaccard(entry.tokens(), said.tokens()) >= TEXT_SIMILAR
             ):
                 entry.count += 1
                 add_seq(entry.seqs, seq)
@@ -134,6 +140,6 @@ class MessageLoop:
                         (entry.count, entry.first_seq, raw), False,
                     )  # fmt: skip
                 return
-        state.append(Text(text, tokens, seq))
+        state.append(said)
         if len(state) > MAX_TEXTS:
             del state[0]

@@ -3,6 +3,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from detection import DEFAULT_VOLATILE, call_signature, digest, normalize, progress_signature
 from detection.keys import value_digest
@@ -74,6 +76,26 @@ def test_progress_signature_separates_results_and_status():
     ],
 )
 def test_fast_digest_equals_digest_of_normalized(value):
+    assert value_digest(value) == digest(normalize(value))
+
+
+TRICKY_TEXT = st.lists(
+    st.sampled_from(list('ab/. :{}[]\t\n\u00a0"\\') + ["ts", "://", "./", "//"]), max_size=8
+).map("".join)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+    | TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["a", "b", "ts", "nonce", "p q", "/x"]), inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(JSON_VALUES)
+def test_fast_digest_equals_digest_of_normalized_for_any_json_value(value):
+    # the fast path hashes a value as it is when it is already canonical; it must never
+    # disagree with hashing the normalised copy
     assert value_digest(value) == digest(normalize(value))
 
 
