@@ -32,9 +32,14 @@ from detection import Monitor, Step, analyze  # noqa: E402
 from detection.keys import clear_memo  # noqa: E402
 
 
-def generate(size: int, seed: int = 1) -> list[Step]:
-    """Return a run of ``size`` steps, about a fifth of them inside loops."""
+def generate(size: int, seed: int = 1, result_kb: float = 0.0) -> list[Step]:
+    """Return a run of ``size`` steps, about a fifth of them inside loops.
+
+    ``result_kb`` > 0 gives the healthy calls results of about that size (file contents,
+    test output, search hits), as real tools return; 0 keeps every result a short line.
+    """
     rng = random.Random(seed)
+    lines = max(int(result_kb * 1024 / 64), 1) if result_kb else 0
     steps: list[Step] = []
     add = steps.append
     seq = 0
@@ -53,15 +58,20 @@ def generate(size: int, seed: int = 1) -> list[Step]:
             kind = rng.randrange(5)
             if kind == 0:
                 tool, args = "Read", {"file_path": f"src/mod{seq % 5000}.py", "offset": seq % 7}
-                result = text.format(seq)
+                result = "".join(text.format(seq + i) for i in range(lines)) or text.format(seq)
             elif kind == 1:
                 tool, args = "Edit", {"file_path": f"src/mod{seq}.py", "old": "a", "new": f"b{seq}"}
                 result = "The file has been updated."
             elif kind == 2:
-                tool, args, result = "Bash", {"command": "pytest -q tests/"}, f"{seq} passed"
+                tool, args = "Bash", {"command": "pytest -q tests/"}
+                result = "".join(f"tests/test_{i}.py ........ [{i}%]\n" for i in range(lines))
+                result += f"{seq} passed"
             elif kind == 3:
                 tool, args = "Grep", {"pattern": f"handler_{seq}", "path": "src/"}
                 result = [f"src/mod{seq % 300}.py:{seq % 40}"]
+                result += [
+                    f"src/mod{(seq + i) % 300}.py:{i}: def handler_{seq}():" for i in range(lines)
+                ]
             else:
                 tool, args, result = "job_status", {"job": "j-1", "ts": seq}, {"progress": seq}
             add(Step(seq, "tool_call", tool=tool, args=args, result=result, tokens_in=1200))
@@ -138,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000,100000,1000000")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--result-kb",
+        type=float,
+        default=0.0,
+        help="size of healthy calls' results (0: one short line each; real tools: 1-4 KB)",
+    )
+    parser.add_argument(
         "--memory-max",
         type=int,
         default=100_000,
@@ -157,11 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{'steps':>9} {'job':>9} {'seconds':>8} {'steps/s':>10} {'us/step':>8} "
         f"{'peak MiB':>9}  notes"
     )
+    print(f"healthy results: {f'about {args.result_kb:g} KB' if args.result_kb else 'one line'}")
     print(header)
     print("-" * len(header))
     per_step: dict[str, list[float]] = {name: [] for name in jobs}
     for size in sizes:
-        steps = generate(size, args.seed)
+        steps = generate(size, args.seed, args.result_kb)
         result = analyze(steps[: min(size, 200_000)])
         note = (
             f"verdict {result.verdict}, stall {result.stall_score:.3f}, "

@@ -67,6 +67,7 @@ DEFAULT_VOLATILE: frozenset[str] = frozenset(
 _OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _WS = re.compile(r"[ \t\n\r\f\v]+")
 _WS_ANY = re.compile(r"[ \t\n\r\f\v]")
+_SEPARATORS = ("\x1c", "\x1d", "\x1e", "\x1f")  # whitespace to str.split(), not to _WS
 _EMPTY: frozenset[str] = frozenset()
 
 
@@ -113,6 +114,17 @@ def _canonical(value: Any, volatile: frozenset[str]) -> bool:
     return True  # numbers, booleans, null (and what orjson encodes the same either way)
 
 
+def _collapse(text: str) -> str:
+    """Return ``text`` with each run of ASCII whitespace made one space.
+
+    ``str.split()`` does it several times faster than the regex, and for ASCII text it splits
+    on the same characters but for the four separators \x1c-\x1f, which the regex keeps.
+    """
+    if text.isascii() and not any(sep in text for sep in _SEPARATORS):
+        return " ".join(text.split())
+    return _WS.sub(" ", text)
+
+
 def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
     stripped = text.strip()
     if not stripped:
@@ -128,7 +140,7 @@ def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
         if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
             return posixpath.normpath(stripped)
         return stripped
-    return _WS.sub(" ", stripped)
+    return _collapse(stripped)
 
 
 def _normalize(value: Any, volatile: frozenset[str]) -> Any:

@@ -151,3 +151,14 @@ def test_digester_memo_gives_the_same_digests_and_stays_bounded():
     for number in range(keys._MEMO_MAX + 10):
         run({"n": number})
     assert 0 < len(run.memo) <= keys._MEMO_MAX
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=list(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\u00a0\u3000ab"), max_size=16))
+def test_whitespace_collapse_matches_the_regex_it_replaces(text):
+    import re
+
+    from detection.keys import _collapse
+
+    text = text.strip()  # it is only given stripped text (see _normalize_str)
+    assert _collapse(text) == re.sub(r"[ \t\n\r\f\v]+", " ", text)
