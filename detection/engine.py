@@ -376,8 +376,10 @@ class Monitor:
             plan = self._plan(tool)
         # Signatures are computed here, once per call, and shared by every detector.
         args, result = step.args, step.result
-        sig = plan.prefix + plan.digest.digest(args)
-        rdig = plan.digest.digest(result)
+        digester = plan.digest
+        sig = plan.prefix + digester.digest(args)
+        canonical = digester.canonical
+        rdig = digester.digest(result)
         error = step.status == "error"
         # One Event per monitor, refilled for each call: detectors read it during this call
         # only (none keeps it), so there is no need to allocate one per step.
@@ -388,6 +390,7 @@ class Monitor:
         else:
             ev.outcome, ev.status = rdig, "ok"
         ev.settings, ev.args, ev.result, ev.batch_id = plan.settings, args, result, step.batch_id
+        ev.canonical = canonical
         ev.clear_marks()
         ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:

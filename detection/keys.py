@@ -71,26 +71,23 @@ _SEPARATORS = ("\x1c", "\x1d", "\x1e", "\x1f")  # whitespace to str.split(), not
 _EMPTY: frozenset[str] = frozenset()
 
 
-#: Whitespace that normalisation would change inside a string: anything but a single space.
-_WS_CHANGE = re.compile(r"[\t\n\r\f\v]|  ")
-
-
 def _canonical_str(text: str) -> bool:
     """Return whether ``_normalize_str`` leaves a string as it is (a quick, exact test)."""
     if not text:
         return True
+    if not text.isprintable():
+        return False  # tabs, newlines (to collapse) and other rare characters: normalise
+    # printable text holds no whitespace but the plain space
     first, last = text[0], text[-1]
-    if first.isspace() or last.isspace():
-        return False  # strip() would change it
+    if first == " " or last == " " or "  " in text:
+        return False  # strip() or collapsing would change it
     if first in "{[" and last in "}]":
         return False  # JSON text: parsed and normalised as a value
-    if _WS_CHANGE.search(text) is not None:
-        return False  # whitespace would be collapsed
     if " " in text or "/" not in text or "://" in text or len(text) >= 4096:
         return True  # not a path: nothing more to do
     # a path: normpath only rewrites "//", "." and ".." segments, a leading "./" and a
     # trailing "/"; ask it only when one of those could be there
-    if "//" in text or "/." in text or text.startswith("./") or last == "/":
+    if "//" in text or "/." in text or first == "." or last == "/":
         return posixpath.normpath(text) == text
     return True
 
@@ -195,10 +192,11 @@ class Digester:
     looked up on every call.
     """
 
-    __slots__ = ("memo", "volatile")
+    __slots__ = ("canonical", "memo", "volatile")
 
     def __init__(self, volatile: frozenset[str]) -> None:
         self.volatile = volatile
+        self.canonical = False  # whether the last value digested was canonical as it was
         self.memo: dict[Any, str] = {}  # short text, or encoding of a value to normalise
 
     def __call__(self, value: Any) -> str:
@@ -213,6 +211,7 @@ class Digester:
     def digest(self, value: Any) -> str:
         """Return digest(normalize(value)) with this digester's volatile keys."""
         if isinstance(value, str):
+            self.canonical = False  # (not checked: a string may hold JSON)
             if len(value) >= _MEMO_SIZE:
                 return xxh3_64_hexdigest(_encode(_normalize_str(value, self.volatile)))
             known = self.memo.get(value)
@@ -224,7 +223,8 @@ class Digester:
             raw = orjson.dumps(value, option=_OPTS)
         except TypeError:
             raw = _encode(value)
-        if _canonical(value, self.volatile):
+        self.canonical = _canonical(value, self.volatile)
+        if self.canonical:
             return xxh3_64_hexdigest(raw)  # most values: hashed as they are, nothing kept
         if len(raw) >= _MEMO_SIZE:
             return xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))

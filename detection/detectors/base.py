@@ -32,7 +32,7 @@ class Event:
     """One tool call as the detectors see it: the step plus its signatures."""
 
     __slots__ = (
-        "args", "batch_id", "epoch", "group_count", "in_cycle", "outcome", "quiet",
+        "args", "batch_id", "canonical", "epoch", "group_count", "in_cycle", "outcome", "quiet",
         "rdig", "repeat_of", "result", "seq", "settings", "sig", "status", "tool",
     )  # fmt: skip
 
@@ -45,6 +45,7 @@ class Event:
         self.status = "ok"
         self.settings = settings
         self.args: Any = None
+        self.canonical = False  # the arguments are already in canonical form (keys.py)
         self.result: Any = None
         self.batch_id: str | None = None
         self.epoch = 0  # the lane's count of world changes (see Lane.epoch)

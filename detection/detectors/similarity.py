@@ -106,7 +106,7 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
         if depth < 4:
             for key, item in value.items():
                 _tokens(item, f"{prefix}{key}.", out, depth + 1)
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
         if depth < 4:
             for item in value[:50]:
                 _tokens(item, prefix, out, depth + 1)
@@ -144,14 +144,18 @@ def _arg_tokens(
         _tokens(value, prefix, out, depth)
 
 
-def arg_tokens(args: Any, volatile: frozenset[str]) -> frozenset[str]:
+def arg_tokens(args: Any, volatile: frozenset[str], canonical: bool = False) -> frozenset[str]:
     """Return the tokens of normalised arguments: key path + word / path / number bucket.
 
     ``volatile`` is the full set of keys to drop (a tool's ``ToolSettings.volatile``, which
-    holds keys.DEFAULT_VOLATILE).
+    holds keys.DEFAULT_VOLATILE); ``canonical`` says the arguments are known to be in
+    canonical form already (keys.Digester.canonical): nothing to normalise or drop.
     """
     out: set[str] = set()
-    _arg_tokens(args, "", out, 0, volatile)
+    if canonical:
+        _tokens(args, "", out, 0)
+    else:
+        _arg_tokens(args, "", out, 0, volatile)
     return frozenset(out)
 
 
@@ -171,36 +175,59 @@ class Cluster:
     """
 
     __slots__ = (
-        "_arg_words", "_args", "_result", "_result_words", "epoch", "first_seq", "rdigs",
-        "seqs", "sigs", "volatile",
+        "_arg_words", "_args", "_canonical", "_result", "_result_words", "epoch",
+        "first_seq", "rdig", "rdigs", "seqs", "sig", "sigs", "volatile",
     )  # fmt: skip
 
     def __init__(self, ev: Event, volatile: frozenset[str]) -> None:
         self._args: Any = ev.args  # the call's arguments, until tokenised
+        self._canonical = ev.canonical
         result = ev.result
         self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
         self._arg_words: frozenset[str] | None = None
         self._result_words: frozenset[str] | None = None
         self.volatile = volatile
         self.epoch = ev.epoch
-        self.rdigs = {ev.rdig}
-        self.sigs = {ev.sig}
+        self.sig = ev.sig  # the first call's signatures and seq; the sets and the list of
+        self.rdig = ev.rdig  # all calls are only made when a second call joins
         self.first_seq = ev.seq
-        self.seqs = [ev.seq]
+        self.sigs: set[str] | None = None
+        self.rdigs: set[str] | None = None
+        self.seqs: list[int] | None = None
 
     def copy(self, ev: Event) -> Cluster:
         """Copy for a new lane (``ev`` is any event, overwritten): values are shared."""
         twin = Cluster(ev, self.volatile)
-        twin._args, twin._result = self._args, self._result
+        twin._args, twin._canonical, twin._result = self._args, self._canonical, self._result
         twin._arg_words, twin._result_words = self._arg_words, self._result_words
-        twin.epoch, twin.first_seq = self.epoch, self.first_seq
-        twin.rdigs, twin.sigs, twin.seqs = set(self.rdigs), set(self.sigs), list(self.seqs)
+        twin.epoch, twin.first_seq, twin.sig, twin.rdig = (
+            self.epoch, self.first_seq, self.sig, self.rdig,
+        )  # fmt: skip
+        if self.sigs is not None and self.rdigs is not None and self.seqs is not None:
+            twin.sigs, twin.rdigs, twin.seqs = set(self.sigs), set(self.rdigs), list(self.seqs)
         return twin
+
+    def has_sig(self, sig: str) -> bool:
+        return sig == self.sig or (self.sigs is not None and sig in self.sigs)
+
+    def has_rdig(self, rdig: str) -> bool:
+        return rdig == self.rdig or (self.rdigs is not None and rdig in self.rdigs)
+
+    def join(self, ev: Event) -> tuple[int, list[int]]:
+        """Add a call; return the count of distinct calls and the seqs, for a finding."""
+        sigs, rdigs, seqs = self.sigs, self.rdigs, self.seqs
+        if sigs is None or rdigs is None or seqs is None:
+            sigs, rdigs, seqs = {self.sig}, {self.rdig}, [self.first_seq]
+            self.sigs, self.rdigs, self.seqs = sigs, rdigs, seqs
+        sigs.add(ev.sig)
+        rdigs.add(ev.rdig)
+        add_seq(seqs, ev.seq)
+        return len(sigs), seqs
 
     def args(self) -> frozenset[str]:
         found = self._arg_words
         if found is None:
-            found = self._arg_words = arg_tokens(self._args, self.volatile)
+            found = self._arg_words = arg_tokens(self._args, self.volatile, self._canonical)
             self._args = None
         return found
 
@@ -248,7 +275,7 @@ class NearRepeat:
         compare = False  # any cluster of this epoch to compare with?
         for cluster in clusters:
             if cluster.epoch == epoch:
-                if ev.sig in cluster.sigs:
+                if cluster.has_sig(ev.sig):
                     return  # an exact repeat: the repeat detector's business
                 compare = True
         args: frozenset[str] | None = None
@@ -266,7 +293,7 @@ class NearRepeat:
     def _arg_words(self, ev: Event) -> frozenset[str]:
         args = self._tokens.get(ev.sig)
         if args is None:
-            args = arg_tokens(ev.args, ev.settings.volatile)
+            args = arg_tokens(ev.args, ev.settings.volatile, ev.canonical)
             if len(self._tokens) >= 4096:
                 self._tokens.clear()
             self._tokens[ev.sig] = args
@@ -280,20 +307,17 @@ class NearRepeat:
         for cluster in clusters:
             if cluster.epoch != ev.epoch or jaccard(args, cluster.args()) < ARGS_SIMILAR:
                 continue
-            if ev.rdig not in cluster.rdigs:
+            if not cluster.has_rdig(ev.rdig):
                 if result is None:
                     result = result_tokens(ev.result)
                 if jaccard(result, cluster.result()) < RESULT_SIMILAR:
                     continue
-            cluster.sigs.add(ev.sig)
-            cluster.rdigs.add(ev.rdig)
-            add_seq(cluster.seqs, ev.seq)
-            count = len(cluster.sigs)
+            count, seqs = cluster.join(ev)
             level = ev.settings.thresholds["near_repeat"].level(count)
             if level is not None:
                 out.report(
                     "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
-                    f"{ev.tool}~{cluster.first_seq}", cluster.seqs, _near_message,
+                    f"{ev.tool}~{cluster.first_seq}", seqs, _near_message,
                     (ev.tool, ev.args, count, cluster.first_seq), True,
                 )  # fmt: skip
             return True
@@ -341,14 +365,24 @@ class Reads:
     def __init__(self, seq: int, at: int, epoch: int) -> None:
         self.count = 1
         self.first_seq = seq
-        self.seqs = [seq]
+        self.seqs: list[int] | None = None  # made at the first re-read
         self.at = at  # the file's read count when this range was last read
         self.epoch = epoch
 
     def copy(self) -> Reads:
         twin = Reads(self.first_seq, self.at, self.epoch)
-        twin.count, twin.seqs = self.count, list(self.seqs)
+        twin.count = self.count
+        twin.seqs = list(self.seqs) if self.seqs is not None else None
         return twin
+
+    def again(self, seq: int) -> list[int]:
+        """Count a re-read; return the seqs of all reads."""
+        seqs = self.seqs
+        if seqs is None:
+            seqs = self.seqs = [self.first_seq]
+        self.count += 1
+        add_seq(seqs, seq)
+        return seqs
 
 
 class FileReads:
@@ -403,13 +437,12 @@ class ReadRange:
         entry.at = file.n
         if not interleaved:
             return  # back-to-back rereads are the repeat detector's business
-        entry.count += 1
-        add_seq(entry.seqs, ev.seq)
+        seqs = entry.again(ev.seq)
         level = ev.settings.thresholds["read_range"].level(entry.count)
         if level is not None:
             where = f"range {', '.join(span)}" if span else "the whole file"
             out.report(
                 "read_range", (path, span, entry.first_seq), level, entry.count, ev.tool,
-                ev.sig, entry.seqs, _read_message, (where, path, entry.count, entry.first_seq),
+                ev.sig, seqs, _read_message, (where, path, entry.count, entry.first_seq),
                 True,
             )  # fmt: skip

@@ -82,7 +82,16 @@ class Text:
         self._tokens: frozenset[str] | None = None  # its words, once compared with another
         self.count = 1
         self.first_seq = seq
-        self.seqs = [seq]
+        self.seqs: list[int] | None = None  # made when it is said again
+
+    def again(self, seq: int) -> list[int]:
+        """Count it said once more; return the seqs where it was said."""
+        seqs = self.seqs
+        if seqs is None:
+            seqs = self.seqs = [self.first_seq]
+        self.count += 1
+        add_seq(seqs, seq)
+        return seqs
 
     def tokens(self) -> frozenset[str]:
         found = self._tokens
@@ -92,7 +101,8 @@ class Text:
 
     def copy(self) -> Text:
         twin = Text(self.text, self.first_seq)
-        twin._tokens, twin.count, twin.seqs = self._tokens, self.count, list(self.seqs)
+        twin._tokens, twin.count = self._tokens, self.count
+        twin.seqs = list(self.seqs) if self.seqs is not None else None
         return twin
 
 
@@ -129,14 +139,13 @@ class MessageLoop:
                 abs(len(entry.text) - len(text)) < 0.3 * max(len(text), 1)
                 and jaccard(entry.tokens(), said.tokens()) >= TEXT_SIMILAR
             ):
-                entry.count += 1
-                add_seq(entry.seqs, seq)
+                seqs = entry.again(seq)
                 level = self.threshold.level(entry.count)
                 if level is not None:
                     signature = "text:" + digest(entry.text)
                     out.report(
                         "message_loop", (signature, entry.first_seq), level, entry.count, None,
-                        signature, entry.seqs, _message_message,
+                        signature, seqs, _message_message,
                         (entry.count, entry.first_seq, raw), False,
                     )  # fmt: skip
                 return

@@ -162,3 +162,14 @@ def test_whitespace_collapse_matches_the_regex_it_replaces(text):
 
     text = text.strip()  # it is only given stripped text (see _normalize_str)
     assert _collapse(text) == re.sub(r"[ \t\n\r\f\v]+", " ", text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_tokens_of_canonical_arguments_need_no_normalising(value):
+    # near repeat tokenises arguments the digest found canonical without normalising them
+    from detection.detectors.similarity import arg_tokens
+    from detection.keys import _canonical
+
+    if _canonical(value, DEFAULT_VOLATILE):
+        assert arg_tokens(value, DEFAULT_VOLATILE, True) == arg_tokens(value, DEFAULT_VOLATILE)
