@@ -1,14 +1,15 @@
 """What the engine gives back: findings, the ledger, a live check, a run's analysis.
 
-Plain data with ``to_dict()`` for JSON, read-only by convention (not frozen: a frozen
-dataclass costs a Python-level __init__, and a run can have thousands of findings); wording
-lives in ``message``, colour and layout belong to whoever shows it.
+Plain data with ``to_dict()`` for JSON, read-only by convention; wording lives in
+``message``, colour and layout belong to whoever shows it. The classes made per finding or
+per call are written out rather than dataclasses: mypyc compiles their constructors to C,
+where a dataclass keeps a generated Python ``__init__`` (a run can have thousands).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -28,58 +29,155 @@ def worst(severities: Any) -> str:
     return "ok" if best == "info" else best
 
 
-@dataclass(slots=True)
 class Waste:
     """What a loop cost: the steps after its first warn, and their tokens, cost and time.
 
     tokens/cost/seconds are None when the trace does not record them.
     """
 
-    steps: int = 0
-    tokens: int | None = None
-    cost: float | None = None
-    seconds: float | None = None
+    __slots__ = ("cost", "seconds", "steps", "tokens")
+
+    def __init__(
+        self,
+        steps: int = 0,
+        tokens: int | None = None,
+        cost: float | None = None,
+        seconds: float | None = None,
+    ) -> None:
+        self.steps = steps
+        self.tokens = tokens
+        self.cost = cost
+        self.seconds = seconds
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "seconds": self.seconds,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Waste):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Waste({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
 
-@dataclass(slots=True)
 class Finding:
-    """One detected loop or breach, with the threshold it crossed and what to do instead."""
+    """One detected loop or breach, with the threshold it crossed and what to do instead.
 
-    detector: str  # registry name, e.g. "repeat"
-    severity: str  # info | warn | stop
-    tool: str | None  # the tool involved (None for message loops, step budgets)
-    signature: str  # call signature (or the detector's own key: cycle, batch, text)
-    seqs: tuple[int, ...]  # steps involved (the first 100)
-    count: int  # how many times, in the detector's unit (calls, cycles, batches)
-    threshold: int  # the threshold the count crossed for this severity
-    fired_at: int  # seq of the step where the finding first fired (its first threshold)
-    message: str  # what is repeated, since when, what to do instead (for an agent)
-    rule: str  # the policy row that set the threshold
-    waste: Waste = field(default_factory=Waste)
-    stop_at: int | None = None  # seq where it crossed the stop threshold (== fired_at if at once)
+    Plain slots and a written-out __init__ (not a dataclass): mypyc compiles it into a C
+    constructor, where a dataclass keeps a Python-level one (a run can have thousands).
+    """
+
+    __slots__ = (
+        "count", "detector", "fired_at", "message", "rule", "seqs", "severity", "signature",
+        "stop_at", "threshold", "tool", "waste",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        detector: str,  # registry name, e.g. "repeat"
+        severity: str,  # info | warn | stop
+        tool: str | None,  # the tool involved (None for message loops, step budgets)
+        signature: str,  # call signature (or the detector's own key: cycle, batch, text)
+        seqs: tuple[int, ...],  # steps involved (the first 100)
+        count: int,  # how many times, in the detector's unit (calls, cycles, batches)
+        threshold: int,  # the threshold the count crossed for this severity
+        fired_at: int,  # seq of the step where the finding first fired (its first threshold)
+        message: str,  # what is repeated, since when, what to do instead (for an agent)
+        rule: str,  # the policy row that set the threshold
+        waste: Waste | None = None,  # what it cost after its first warn
+        stop_at: int | None = None,  # seq where it crossed the stop threshold
+    ) -> None:
+        self.detector = detector
+        self.severity = severity
+        self.tool = tool
+        self.signature = signature
+        self.seqs = seqs
+        self.count = count
+        self.threshold = threshold
+        self.fired_at = fired_at
+        self.message = message
+        self.rule = rule
+        self.waste = waste if waste is not None else Waste()
+        self.stop_at = stop_at
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["seqs"] = list(self.seqs)
-        return out
+        return {
+            "detector": self.detector,
+            "severity": self.severity,
+            "tool": self.tool,
+            "signature": self.signature,
+            "seqs": list(self.seqs),
+            "count": self.count,
+            "threshold": self.threshold,
+            "fired_at": self.fired_at,
+            "message": self.message,
+            "rule": self.rule,
+            "waste": self.waste.to_dict(),
+            "stop_at": self.stop_at,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Finding({self.detector!r}, {self.severity!r}, tool={self.tool!r}, "
+            f"count={self.count}, fired_at={self.fired_at}, seqs={self.seqs!r})"
+        )
 
 
-@dataclass(slots=True)
 class LedgerEntry:
     """One tool call in the progress ledger."""
 
-    seq: int
-    tool: str
-    signature: str  # call signature
-    progress_signature: str  # call + result + status
-    repeat_of: int | None  # first seq of the calls this one repeats without progress
-    count: int  # calls in that no-progress group so far (1 = new)
+    __slots__ = ("count", "progress_signature", "repeat_of", "seq", "signature", "tool")
+
+    def __init__(
+        self,
+        seq: int,
+        tool: str,
+        signature: str,  # call signature
+        progress_signature: str,  # call + result + status
+        repeat_of: int | None,  # first seq of the calls this one repeats without progress
+        count: int,  # calls in that no-progress group so far (1 = new)
+    ) -> None:
+        self.seq = seq
+        self.tool = tool
+        self.signature = signature
+        self.progress_signature = progress_signature
+        self.repeat_of = repeat_of
+        self.count = count
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "seq": self.seq,
+            "tool": self.tool,
+            "signature": self.signature,
+            "progress_signature": self.progress_signature,
+            "repeat_of": self.repeat_of,
+            "count": self.count,
+        }
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LedgerEntry):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LedgerEntry({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
 
 class Ledger:
