@@ -87,8 +87,7 @@ class Lane:
         turn = scope == "turn"
         if turn:
             self.osc = OscState()
-            self.repeat.turn.clear()
-            self.repeat.caps.clear()
+            self.repeat.new_turn()
             self.stall = StallState()
             self.reads = {}
             self.near = {}

@@ -40,34 +40,55 @@ class Group:
         return twin
 
 
-#: A call made once so far in its scope: (seq, epoch, result digest). Most calls are never
-#: repeated, so their Group (a dict, a list and seven fields) is only built on the second.
-First = tuple[int, int, str]
-
-
-def _group(entry: Group | First | None) -> Group | None:
-    if entry is None or isinstance(entry, Group):
-        return entry
-    return Group(entry[0], entry[1], entry[2])
-
-
 class RepeatState:
-    __slots__ = ("caps", "fails", "turn")
+    """The calls of one path: made once so far, repeated (a Group), failing, capped.
+
+    Most calls are never repeated, so a call made once is kept as three plain dict entries
+    (its seq, epoch and result digest: nothing for the garbage collector to track); its
+    Group is only built on the second call.
+    """
+
+    __slots__ = ("caps", "fails", "first_epoch", "first_rdig", "first_seq", "groups")
 
     def __init__(self) -> None:
-        self.turn: dict[str, Group | First] = {}  # successful calls, this scope
+        self.first_seq: dict[str, int] = {}  # sig -> seq of a successful call made once
+        self.first_epoch: dict[str, int] = {}
+        self.first_rdig: dict[str, str] = {}
+        self.groups: dict[str, Group] = {}  # successful calls made more than once
         self.fails: dict[str, Group] = {}  # failing calls, whole run
         self.caps: dict[str, list[int]] = {}  # sig -> seqs, for tools with max_repeats
 
     def copy(self) -> RepeatState:
         twin = RepeatState()
-        twin.turn = {
-            sig: entry.copy() if isinstance(entry, Group) else entry
-            for sig, entry in self.turn.items()
-        }
+        twin.first_seq, twin.first_epoch = dict(self.first_seq), dict(self.first_epoch)
+        twin.first_rdig = dict(self.first_rdig)
+        twin.groups = {sig: group.copy() for sig, group in self.groups.items()}
         twin.fails = {sig: group.copy() for sig, group in self.fails.items()}
         twin.caps = {sig: list(seqs) for sig, seqs in self.caps.items()}
         return twin
+
+    def new_turn(self) -> None:
+        """Successful calls and caps count per turn (failures across the whole run)."""
+        self.first_seq.clear()
+        self.first_epoch.clear()
+        self.first_rdig.clear()
+        self.groups.clear()
+        self.caps.clear()
+
+    def first(self, sig: str, seq: int, epoch: int, rdig: str) -> None:
+        """Record a successful call as made once (again, after a change of epoch)."""
+        self.first_seq[sig] = seq
+        self.first_epoch[sig] = epoch
+        self.first_rdig[sig] = rdig
+
+    def group(self, sig: str) -> Group | None:
+        """Return the call's Group, or one made from its single call (not stored)."""
+        group = self.groups.get(sig)
+        if group is None:
+            seq = self.first_seq.get(sig)
+            if seq is not None:
+                group = Group(seq, self.first_epoch[sig], self.first_rdig[sig])
+        return group
 
 
 def _cap_message(tool: str, limit: int, repeats: int, first: int) -> str:
@@ -110,8 +131,7 @@ class Repeat:
 
     def new_turn(self, state: RepeatState, scope: str) -> RepeatState:
         if scope == "turn":
-            state.turn.clear()
-            state.caps.clear()
+            state.new_turn()
         return state
 
     def observe(self, state: RepeatState, ev: Event, out: Monitor) -> None:
@@ -139,23 +159,20 @@ class Repeat:
             )  # fmt: skip
 
     def _success(self, state: RepeatState, ev: Event, out: Monitor) -> None:
-        turn = state.turn
         sig = ev.sig
-        entry = turn.get(sig)
-        if entry is None:
-            turn[sig] = (ev.seq, ev.epoch, ev.rdig)
+        group = state.groups.get(sig)
+        if group is None:
+            seq = state.first_seq.get(sig)
+            if seq is None or state.first_epoch[sig] != ev.epoch:
+                state.first(sig, ev.seq, ev.epoch, ev.rdig)  # a new call (or world)
+                return
+            group = Group(seq, ev.epoch, state.first_rdig[sig])  # its second call
+            del state.first_seq[sig], state.first_epoch[sig], state.first_rdig[sig]
+            state.groups[sig] = group
+        elif group.epoch != ev.epoch:  # the world changed since: a re-check, counted anew
+            del state.groups[sig]
+            state.first(sig, ev.seq, ev.epoch, ev.rdig)
             return
-        if isinstance(entry, Group):
-            group = entry
-            if group.epoch != ev.epoch:
-                turn[sig] = (ev.seq, ev.epoch, ev.rdig)
-                return
-        else:
-            if entry[1] != ev.epoch:
-                turn[sig] = (ev.seq, ev.epoch, ev.rdig)
-                return
-            group = Group(entry[0], entry[1], entry[2])
-            turn[sig] = group
         group.calls += 1
         first = group.results.get(ev.rdig)
         threshold = ev.settings.thresholds["repeat"]
@@ -221,7 +238,7 @@ class Repeat:
         if settings.polling:
             return out
         threshold = settings.thresholds["repeat"]
-        group = _group(state.turn.get(ev.sig))
+        group = state.group(ev.sig)
         if (
             group is not None
             and group.epoch == ev.epoch
