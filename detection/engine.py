@@ -190,7 +190,7 @@ class Monitor:
         self._lanes: dict[str | None, Lane] = {None: Lane()}
         self._where: dict[str, str | None] = {}  # step id -> key of the lane it lives in
         self._current: str | None = None
-        self._incidents: dict[tuple[str, Any], _Incident] = {}
+        self._incidents: dict[tuple[Any, ...], _Incident] = {}  # key (detector first) -> it
         self._fired: list[Finding] = []
         self._live = True  # observe() returns what fires; analyze() only wants the end
         self._hit = False  # a warn/stop was reported on the current step
@@ -288,7 +288,7 @@ class Monitor:
     def report(
         self,
         detector: str,
-        key: Any,
+        key: tuple[Any, ...],
         level: Level,
         count: int,
         tool: str | None,
@@ -300,16 +300,18 @@ class Monitor:
     ) -> None:
         """Record that a detector's count reached ``level``; fire when the severity rises.
 
+        ``key`` names the loop (one incident, one finding): the detector's name, then what
+        identifies the loop for it (a signature and the seq where it began, say).
         ``message(*args)`` is only called when the finding fires or escalates: words cost.
         ``secondary`` detectors stay quiet on a step another finding already explains.
         """
         severity, threshold, rule = level
-        inc = self._incidents.get((detector, key))
+        inc = self._incidents.get(key)
         if inc is None:
             if secondary and self._hit:
                 return
             inc = _Incident(detector, self._last_seq, tool, signature)
-            self._incidents[(detector, key)] = inc
+            self._incidents[key] = inc
             rises = True
         else:
             rises = _RANK[severity] > _RANK[inc.severity]
@@ -438,7 +440,7 @@ class Monitor:
         if calls > quota:
             level: Level = ("stop", quota, rule)
             self.report(
-                "budget", ("quota", tool), level, calls, tool, f"quota:{tool}", seqs,
+                "budget", ("budget", "quota", tool), level, calls, tool, f"quota:{tool}", seqs,
                 _quota_message, (tool, calls, quota), False,
             )  # fmt: skip
 
@@ -454,7 +456,7 @@ class Monitor:
                 shown = f"{used:.4g}" if name == "cost" else f"{int(used)}"
                 level: Level = ("stop", int(limit) if name != "cost" else 0, "defaults")
                 self.report(
-                    "budget", name, level, int(used), None, f"budget:{name}", [step.seq],
+                    "budget", ("budget", name), level, int(used), None, f"budget:{name}", [step.seq],
                     _budget_message, (shown, unit, limit), False,
                 )  # fmt: skip
 

@@ -183,26 +183,60 @@ class ToolRule:
         return out
 
 
-@dataclass(frozen=True, slots=True)
 class Threshold:
-    """A detector's thresholds for one tool, and the policy row that set each."""
+    """A detector's thresholds for one tool, and the policy row that set each.
 
-    warn: int | None
-    stop: int | None
-    enabled: bool = True
-    warn_rule: str = "defaults"
-    stop_rule: str = "defaults"
-    info: int | None = None
+    Read-only by convention. ``level()`` runs on every repeated call, so the answers it can
+    give are built once here (a plain class: mypyc compiles its constructor and methods).
+    """
+
+    __slots__ = ("_info", "_stop", "_warn", "enabled", "info", "stop", "stop_rule", "warn", "warn_rule")  # fmt: skip
+
+    def __init__(
+        self,
+        warn: int | None,
+        stop: int | None,
+        enabled: bool = True,
+        warn_rule: str = "defaults",
+        stop_rule: str = "defaults",
+        info: int | None = None,
+    ) -> None:
+        self.warn = warn
+        self.stop = stop
+        self.enabled = enabled
+        self.warn_rule = warn_rule
+        self.stop_rule = stop_rule
+        self.info = info
+        self._stop = ("stop", stop, stop_rule) if stop is not None else None
+        self._warn = ("warn", warn, warn_rule) if warn is not None else None
+        self._info = ("info", info, warn_rule) if info is not None else None
 
     def level(self, count: int) -> tuple[str, int, str] | None:
         """Return (severity, threshold, rule) reached by ``count``, or None below warn."""
         if self.stop is not None and count >= self.stop:
-            return "stop", self.stop, self.stop_rule
+            return self._stop
         if self.warn is not None and count >= self.warn:
-            return "warn", self.warn, self.warn_rule
+            return self._warn
         if self.info is not None and count >= self.info:
-            return "info", self.info, self.warn_rule
+            return self._info
         return None
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.warn, self.stop, self.enabled, self.warn_rule, self.stop_rule, self.info)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Threshold):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"Threshold(warn={self.warn!r}, stop={self.stop!r}, enabled={self.enabled!r}, "
+            f"warn_rule={self.warn_rule!r}, stop_rule={self.stop_rule!r}, info={self.info!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,7 +154,7 @@ class Repeat:
         if repeats > limit:
             level: Level = ("stop", limit, rule)
             out.report(
-                "repeat", (ev.sig, "cap"), level, repeats, ev.tool, ev.sig, seqs,
+                "repeat", ("repeat", ev.sig, "cap"), level, repeats, ev.tool, ev.sig, seqs,
                 _cap_message, (ev.tool, limit, repeats, seqs[0]), False,
             )  # fmt: skip
 
@@ -184,7 +184,7 @@ class Repeat:
             if warn and group.calls == warn and group.count < warn:
                 info: Level = ("info", warn, threshold.warn_rule)
                 out.report(
-                    "repeat", (sig, "progress", group.first_seq), info, group.calls,
+                    "repeat", ("repeat", sig, "progress", group.first_seq), info, group.calls,
                     ev.tool, sig, [group.first_seq, ev.seq],
                     _progress_message, (ev.tool, group.calls, group.first_seq), False,
                 )  # fmt: skip
@@ -199,7 +199,7 @@ class Repeat:
         level = threshold.level(group.count)
         if level is not None and not ev.in_cycle:
             out.report(
-                "repeat", (sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
+                "repeat", ("repeat", sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
                 group.seqs, _repeat_message,
                 (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
@@ -217,7 +217,7 @@ class Repeat:
         level = ev.settings.thresholds["repeat"].level(group.count)
         if level is not None and not ev.in_cycle:
             out.report(
-                "repeat", (ev.sig, "error", group.first_seq), level, group.count, ev.tool,
+                "repeat", ("repeat", ev.sig, "error", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, _failure_message,
                 (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
@@ -323,7 +323,7 @@ class MutatingFailure:
         level = settings.thresholds["mutating_failure"].level(last.count)
         if level is not None:
             out.report(
-                "mutating_failure", (ev.sig, last.first_seq), level, last.count, ev.tool,
+                "mutating_failure", ("mutating_failure", ev.sig, last.first_seq), level, last.count, ev.tool,
                 ev.sig, last.seqs, _mutating_message,
                 (ev.tool, ev.args, ev.result, last.count, last.first_seq), False,
             )  # fmt: skip

@@ -89,7 +89,7 @@ class ResultStall:
         level = ev.settings.thresholds["result_stall"].level(count)
         if level is not None:
             out.report(
-                "result_stall", (ev.tool, ev.rdig, state.first_seq), level, count, ev.tool,
+                "result_stall", ("result_stall", ev.tool, ev.rdig, state.first_seq), level, count, ev.tool,
                 f"{ev.tool}:{ev.rdig}", state.seqs, _stall_message,
                 (ev.tool, ev.result, count, state.first_seq), True,
             )  # fmt: skip
@@ -105,7 +105,8 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
     elif isinstance(value, dict):
         if depth < 4:
             for key, item in value.items():
-                _tokens(item, f"{prefix}{key}.", out, depth + 1)
+                name = key if isinstance(key, str) else str(key)
+                _tokens(item, prefix + name + ".", out, depth + 1)
     elif isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
         if depth < 4:
             for item in value[:50]:
@@ -316,7 +317,7 @@ class NearRepeat:
             level = ev.settings.thresholds["near_repeat"].level(count)
             if level is not None:
                 out.report(
-                    "near_repeat", (ev.tool, cluster.first_seq), level, count, ev.tool,
+                    "near_repeat", ("near_repeat", ev.tool, cluster.first_seq), level, count, ev.tool,
                     f"{ev.tool}~{cluster.first_seq}", seqs, _near_message,
                     (ev.tool, ev.args, count, cluster.first_seq), True,
                 )  # fmt: skip
@@ -442,7 +443,7 @@ class ReadRange:
         if level is not None:
             where = f"range {', '.join(span)}" if span else "the whole file"
             out.report(
-                "read_range", (path, span, entry.first_seq), level, entry.count, ev.tool,
+                "read_range", ("read_range", path, span, entry.first_seq), level, entry.count, ev.tool,
                 ev.sig, seqs, _read_message, (where, path, entry.count, entry.first_seq),
                 True,
             )  # fmt: skip

@@ -66,7 +66,7 @@ class Streak:
             return
         info: Level = ("info", threshold.info, threshold.warn_rule)
         out.report(
-            "streak", (ev.tool, state.first_seq), info, state.calls, ev.tool,
+            "streak", ("streak", ev.tool, state.first_seq), info, state.calls, ev.tool,
             f"{ev.tool}:streak", [state.first_seq, ev.seq], _streak_message,
             (ev.tool, state.calls, state.first_seq), False,
         )  # fmt: skip
@@ -144,7 +144,7 @@ class MessageLoop:
                 if level is not None:
                     signature = "text:" + digest(entry.text)
                     out.report(
-                        "message_loop", (signature, entry.first_seq), level, entry.count, None,
+                        "message_loop", ("message_loop", signature, entry.first_seq), level, entry.count, None,
                         signature, seqs, _message_message,
                         (entry.count, entry.first_seq, raw), False,
                     )  # fmt: skip
