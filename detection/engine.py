@@ -151,6 +151,14 @@ class _Incident:
         self.stop_at: int | None = None  # seq where it crossed the stop threshold
 
 
+def _sorted_seqs(seqs: list[int]) -> tuple[int, ...]:
+    """Return the seqs sorted without duplicates (most lists already are: one copy then)."""
+    for index in range(1, len(seqs)):
+        if seqs[index - 1] >= seqs[index]:
+            return tuple(sorted(set(seqs)))
+    return tuple(seqs)
+
+
 def _quota_message(tool: str, calls: int, quota: int) -> str:
     return (
         f"{tool} has been called {calls} times in this run, over its quota of {quota}. Stop "
@@ -275,7 +283,7 @@ class Monitor:
             severity=inc.severity,
             tool=inc.tool,
             signature=inc.signature,
-            seqs=tuple(sorted(set(inc.seqs))),
+            seqs=_sorted_seqs(inc.seqs),
             count=inc.count,
             threshold=inc.threshold,
             fired_at=inc.fired_at,

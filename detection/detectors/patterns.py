@@ -46,6 +46,17 @@ class OscState:
         return twin
 
 
+def _all_alike(keys: list[str], period: int) -> bool:
+    """Return whether the last ``period`` calls are all the same call."""
+    last = keys[-1]
+    return all(keys[index] == last for index in range(len(keys) - period, len(keys) - 1))
+
+
+def _any_poll(polls: list[bool], period: int) -> bool:
+    """Return whether any of the last ``period`` calls was to a polling tool."""
+    return any(polls[index] for index in range(len(polls) - period, len(polls)))
+
+
 def _cycle_message(period: int, tools: list[str], cycles: int, start: int) -> str:
     return (
         f"You are going round in a cycle of {period} calls ({' -> '.join(tools)}) that return the same "
@@ -110,8 +121,7 @@ class Oscillation:
             add_seq(seqs, ev.seq)
             if reported or match < period or state.same >= period:
                 continue  # (the last `period` calls all alike: a repeat, not a cycle)
-            block_keys = keys[-period:]
-            if len(set(block_keys)) < 2 or any(state.polls[-period:]):
+            if _all_alike(keys, period) or _any_poll(state.polls, period):
                 continue  # one call over and over is a repeat; polls are exempt
             if any(state.match[p] >= p for p in range(MIN_PERIOD, period) if period % p == 0):
                 continue  # a shorter period explains it
@@ -124,6 +134,7 @@ class Oscillation:
             block_tools = state.tools[-period:]
             named = state.named[period]
             if named is None:
+                block_keys = keys[-period:]
                 rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
                 tools = set(block_tools)
                 tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
