@@ -27,9 +27,9 @@ from .detectors.repeat import Failing, MutatingFailure, Repeat, RepeatState
 from .detectors.similarity import (
     ACK_TOOLS,
     Cluster,
-    FileReads,
     NearRepeat,
     ReadRange,
+    ReadState,
     ResultStall,
     StallState,
 )
@@ -62,7 +62,7 @@ class Lane:
         self.mutfail: dict[str, Failing] = {}  # tool -> its run of identical failures
         self.batch = BatchState()
         self.stall = StallState()
-        self.reads: dict[str, FileReads] = {}  # path -> its reads
+        self.reads = ReadState()
         self.near: dict[str, list[Cluster]] = {}  # tool -> near-repeat clusters
         self.streak = StreakState()
         self.messages: list[Text] = []  # the assistant's texts since the last tool call
@@ -74,7 +74,7 @@ class Lane:
         twin.osc, twin.repeat, twin.batch = self.osc.copy(), self.repeat.copy(), self.batch.copy()
         twin.mutfail = {tool: failing.copy() for tool, failing in self.mutfail.items()}
         twin.stall, twin.streak = self.stall.copy(), self.streak.copy()
-        twin.reads = {path: reads.copy() for path, reads in self.reads.items()}
+        twin.reads = self.reads.copy()
         twin.near = {
             tool: [cluster.copy(ev) for cluster in clusters] for tool, clusters in self.near.items()
         }
@@ -89,7 +89,7 @@ class Lane:
             self.osc = OscState()
             self.repeat.new_turn()
             self.stall = StallState()
-            self.reads = {}
+            self.reads = ReadState()
             self.near = {}
             self.mutations.clear()
         self.batch = BatchState()

@@ -74,12 +74,15 @@ def short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def words(text: str, limit: int = 4000) -> frozenset[str]:
-    """Return the set of lower-case word tokens of a text (its first ``limit`` chars)."""
-    return frozenset(_WORDS.findall(text[:limit].lower()))
+def words(text: str, limit: int = 4000) -> set[str]:
+    """Return the set of lower-case word tokens of a text (its first ``limit`` chars).
+
+    Token sets are plain sets, never changed once made (a frozen copy would cost a copy).
+    """
+    return set(_WORDS.findall(text[:limit].lower()))
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+def jaccard(a: set[str], b: set[str]) -> float:
     """Return |a & b| / |a | b| (1.0 for two empty sets)."""
     if not a and not b:
         return 1.0

@@ -145,7 +145,7 @@ def _arg_tokens(
         _tokens(value, prefix, out, depth)
 
 
-def arg_tokens(args: Any, volatile: frozenset[str], canonical: bool = False) -> frozenset[str]:
+def arg_tokens(args: Any, volatile: frozenset[str], canonical: bool = False) -> set[str]:
     """Return the tokens of normalised arguments: key path + word / path / number bucket.
 
     ``volatile`` is the full set of keys to drop (a tool's ``ToolSettings.volatile``, which
@@ -157,10 +157,10 @@ def arg_tokens(args: Any, volatile: frozenset[str], canonical: bool = False) -> 
         _tokens(args, "", out, 0)
     else:
         _arg_tokens(args, "", out, 0, volatile)
-    return frozenset(out)
+    return out
 
 
-def result_tokens(result: Any) -> frozenset[str]:
+def result_tokens(result: Any) -> set[str]:
     text = result if isinstance(result, str) else repr(result)
     return words(text, SHORT_RESULT)
 
@@ -185,8 +185,8 @@ class Cluster:
         self._canonical = ev.canonical
         result = ev.result
         self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
-        self._arg_words: frozenset[str] | None = None
-        self._result_words: frozenset[str] | None = None
+        self._arg_words: set[str] | None = None
+        self._result_words: set[str] | None = None
         self.volatile = volatile
         self.epoch = ev.epoch
         self.sig = ev.sig  # the first call's signatures and seq; the sets and the list of
@@ -225,14 +225,14 @@ class Cluster:
         add_seq(seqs, ev.seq)
         return len(sigs), seqs
 
-    def args(self) -> frozenset[str]:
+    def args(self) -> set[str]:
         found = self._arg_words
         if found is None:
             found = self._arg_words = arg_tokens(self._args, self.volatile, self._canonical)
             self._args = None
         return found
 
-    def result(self) -> frozenset[str]:
+    def result(self) -> set[str]:
         found = self._result_words
         if found is None:
             found = self._result_words = result_tokens(self._result)
@@ -258,7 +258,7 @@ class NearRepeat:
     name = "near_repeat"
 
     def __init__(self) -> None:
-        self._tokens: dict[str, frozenset[str]] = {}  # call sig -> arg tokens (bounded cache)
+        self._tokens: dict[str, set[str]] = {}  # call sig -> arg tokens (bounded cache)
 
     def new_state(self) -> dict[str, list[Cluster]]:
         return {}
@@ -279,7 +279,7 @@ class NearRepeat:
                 if cluster.has_sig(ev.sig):
                     return  # an exact repeat: the repeat detector's business
                 compare = True
-        args: frozenset[str] | None = None
+        args: set[str] | None = None
         if compare:
             args = self._arg_words(ev)
             if self._match(clusters, ev, args, out):
@@ -291,7 +291,7 @@ class NearRepeat:
         if len(clusters) > MAX_CLUSTERS:
             del clusters[0]
 
-    def _arg_words(self, ev: Event) -> frozenset[str]:
+    def _arg_words(self, ev: Event) -> set[str]:
         args = self._tokens.get(ev.sig)
         if args is None:
             args = arg_tokens(ev.args, ev.settings.volatile, ev.canonical)
@@ -300,11 +300,9 @@ class NearRepeat:
             self._tokens[ev.sig] = args
         return args
 
-    def _match(
-        self, clusters: list[Cluster], ev: Event, args: frozenset[str], out: Monitor
-    ) -> bool:
+    def _match(self, clusters: list[Cluster], ev: Event, args: set[str], out: Monitor) -> bool:
         """Join the first cluster of this epoch the call is near to; False when none."""
-        result: frozenset[str] | None = None
+        result: set[str] | None = None
         for cluster in clusters:
             if cluster.epoch != ev.epoch or jaccard(args, cluster.args()) < ARGS_SIMILAR:
                 continue
@@ -336,8 +334,8 @@ RANGE_KEYS = (
 _READ_TOOLS: dict[str, bool] = {}
 
 
-def read_target(tool: str, args: Any) -> tuple[str, tuple[str, ...]] | None:
-    """Return (path, range) when the call reads part of a file, else None."""
+def read_target(tool: str, args: Any) -> str | None:
+    """Return the path when the call reads (part of) a file, else None."""
     if not isinstance(args, dict):
         return None
     reads = _READ_TOOLS.get(tool)
@@ -347,15 +345,20 @@ def read_target(tool: str, args: Any) -> tuple[str, tuple[str, ...]] | None:
             _READ_TOOLS[tool] = reads
     if not (reads or args.get("command") == "view"):
         return None
-    path: Any = None
     for key in PATH_KEYS:
         path = args.get(key)
         if isinstance(path, str) and path:
-            break
-    else:
-        return None
-    span = tuple([repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None])
-    return posixpath.normpath(path.strip()), span
+            return posixpath.normpath(path.strip())
+    return None
+
+
+def read_span(args: dict[str, Any]) -> str:
+    """Return the part of the file a read asks for: its range arguments, one per line.
+
+    (Each is a repr, which never holds a raw newline or NUL: "span NUL path" names one
+    range of one file unambiguously.)
+    """
+    return "\n".join([repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None])
 
 
 class Reads:
@@ -386,17 +389,19 @@ class Reads:
         return seqs
 
 
-class FileReads:
-    __slots__ = ("n", "ranges")
+class ReadState:
+    """The reads of a path: how often each file was read, and each range's reads."""
+
+    __slots__ = ("files", "ranges")
 
     def __init__(self) -> None:
-        self.n = 0  # reads of the file
-        self.ranges: dict[tuple[str, ...], Reads] = {}
+        self.files: dict[str, int] = {}  # path -> reads of it
+        self.ranges: dict[str, Reads] = {}  # "span NUL path" -> that range's reads
 
-    def copy(self) -> FileReads:
-        twin = FileReads()
-        twin.n = self.n
-        twin.ranges = {span: reads.copy() for span, reads in self.ranges.items()}
+    def copy(self) -> ReadState:
+        twin = ReadState()
+        twin.files = dict(self.files)
+        twin.ranges = {key: reads.copy() for key, reads in self.ranges.items()}
         return twin
 
 
@@ -413,37 +418,35 @@ class ReadRange:
 
     name = "read_range"
 
-    def new_state(self) -> dict[str, FileReads]:
-        return {}  # path -> its reads
+    def new_state(self) -> ReadState:
+        return ReadState()
 
-    def new_turn(self, state: dict[str, FileReads], scope: str) -> dict[str, FileReads]:
-        return {} if scope == "turn" else state
+    def new_turn(self, state: ReadState, scope: str) -> ReadState:
+        return ReadState() if scope == "turn" else state
 
-    def observe(self, state: dict[str, FileReads], ev: Event, out: Monitor) -> None:
+    def observe(self, state: ReadState, ev: Event, out: Monitor) -> None:
         if ev.quiet:
             return
-        target = read_target(ev.tool, ev.args)
-        if target is None:
+        path = read_target(ev.tool, ev.args)
+        if path is None:
             return
-        path, span = target
-        file = state.get(path)
-        if file is None:
-            file = state[path] = FileReads()
-        file.n += 1
-        entry = file.ranges.get(span)
+        span = read_span(ev.args)
+        key = span + "\0" + path
+        n = state.files[path] = state.files.get(path, 0) + 1
+        entry = state.ranges.get(key)
         if entry is None or entry.epoch != ev.epoch:
-            file.ranges[span] = Reads(ev.seq, file.n, ev.epoch)
+            state.ranges[key] = Reads(ev.seq, n, ev.epoch)
             return
-        interleaved = file.n - entry.at > 1  # other ranges were read since
-        entry.at = file.n
+        interleaved = n - entry.at > 1  # other ranges were read since
+        entry.at = n
         if not interleaved:
             return  # back-to-back rereads are the repeat detector's business
         seqs = entry.again(ev.seq)
         level = ev.settings.thresholds["read_range"].level(entry.count)
         if level is not None:
-            where = f"range {', '.join(span)}" if span else "the whole file"
+            where = f"range {span.replace(chr(10), ', ')}" if span else "the whole file"
             out.report(
-                "read_range", ("read_range", path, span, entry.first_seq), level, entry.count, ev.tool,
-                ev.sig, seqs, _read_message, (where, path, entry.count, entry.first_seq),
+                "read_range", ("read_range", key, entry.first_seq), level, entry.count,
+                ev.tool, ev.sig, seqs, _read_message, (where, path, entry.count, entry.first_seq),
                 True,
             )  # fmt: skip

@@ -79,7 +79,7 @@ class Text:
 
     def __init__(self, text: str, seq: int) -> None:
         self.text = text  # normalised: lower case, one space between words
-        self._tokens: frozenset[str] | None = None  # its words, once compared with another
+        self._tokens: set[str] | None = None  # its words, once compared with another
         self.count = 1
         self.first_seq = seq
         self.seqs: list[int] | None = None  # made when it is said again
@@ -93,7 +93,7 @@ class Text:
         add_seq(seqs, seq)
         return seqs
 
-    def tokens(self) -> frozenset[str]:
+    def tokens(self) -> set[str]:
         found = self._tokens
         if found is None:
             found = self._tokens = words(self.text)
