@@ -551,7 +551,11 @@ class Monitor:
         return out
 
     def analysis(self) -> Analysis:
-        """Return the verdict, stall score, findings and ledger of what was observed."""
+        """Return the verdict, stall score, findings and ledger of what was observed.
+
+        A live monitor goes on after this, so the ledger is a copy; ``analyze()`` hands its
+        monitor's own ledger over (the monitor ends there).
+        """
         findings = self.findings
         score = round(self.repeated / self.tool_calls, 4) if self.tool_calls else 0.0
         series = list(self._series)
@@ -561,7 +565,7 @@ class Monitor:
             verdict=worst(finding.severity for finding in findings),
             stall_score=score,
             findings=tuple(findings),
-            ledger=self._ledger.copy(),
+            ledger=self._ledger if not self._live else self._ledger.copy(),
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,
