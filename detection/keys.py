@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
-from xxhash import xxh3_64_hexdigest
+from xxhash import xxh3_64_hexdigest, xxh3_128_intdigest
 
 __all__ = [
     "DEFAULT_VOLATILE",
@@ -154,6 +154,24 @@ def _normalize(value: Any, volatile: frozenset[str]) -> Any:
     return value
 
 
+def _normalize_to_hash(value: Any, volatile: frozenset[str]) -> Any:
+    """``_normalize`` for hashing: string-keyed objects are left unsorted, since the
+    encoding sorts keys anyway (_encode): the same bytes, without a sort and a list per dict."""
+    if isinstance(value, str):
+        return _normalize_str(value, volatile)
+    if isinstance(value, dict):
+        if not all(type(key) is str for key in value):
+            return _normalize(value, volatile)
+        return {
+            key: _normalize_to_hash(item, volatile)
+            for key, item in value.items()
+            if key not in volatile
+        }
+    if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
+        return [_normalize_to_hash(item, volatile) for item in value]
+    return value
+
+
 def normalize(value: Any, volatile: Iterable[str] = _EMPTY) -> Any:
     """Return the canonical form of a JSON value (see the module docstring).
 
@@ -209,29 +227,40 @@ class Digester:
         memo[key] = found
 
     def digest(self, value: Any) -> str:
-        """Return digest(normalize(value)) with this digester's volatile keys."""
+        """Return digest(normalize(value)) with this digester's volatile keys.
+
+        A value already canonical is hashed as it is. Others are normalised, and remembered
+        when short: strings by their text, other values by a 128-bit hash of their encoding
+        (orjson's bytes each hold a 4 KiB buffer; a key collision would be as unlikely as
+        the 64-bit digests colliding, which signatures accept anyway).
+        """
+        volatile = self.volatile
         if isinstance(value, str):
-            self.canonical = False  # (not checked: a string may hold JSON)
+            if _canonical_str(value):
+                self.canonical = True
+                return xxh3_64_hexdigest(_encode(value))
+            self.canonical = False
             if len(value) >= _MEMO_SIZE:
-                return xxh3_64_hexdigest(_encode(_normalize_str(value, self.volatile)))
+                return xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
             known = self.memo.get(value)
             if known is None:
-                known = xxh3_64_hexdigest(_encode(_normalize_str(value, self.volatile)))
+                known = xxh3_64_hexdigest(_encode(_normalize_str(value, volatile)))
                 self._remember(value, known)
             return known
         try:
             raw = orjson.dumps(value, option=_OPTS)
         except TypeError:
             raw = _encode(value)
-        self.canonical = _canonical(value, self.volatile)
+        self.canonical = _canonical(value, volatile)
         if self.canonical:
             return xxh3_64_hexdigest(raw)  # most values: hashed as they are, nothing kept
         if len(raw) >= _MEMO_SIZE:
-            return xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
-        known = self.memo.get(raw)
+            return xxh3_64_hexdigest(_encode(_normalize_to_hash(value, volatile)))
+        key = xxh3_128_intdigest(raw)
+        known = self.memo.get(key)
         if known is None:
-            known = xxh3_64_hexdigest(_encode(_normalize(value, self.volatile)))
-            self._remember(bytes(memoryview(raw)), known)  # orjson's bytes keep a 4 KiB buffer
+            known = xxh3_64_hexdigest(_encode(_normalize_to_hash(value, volatile)))
+            self._remember(key, known)
         return known
 
 

@@ -6,6 +6,7 @@ exempt), nor at failures (errors escalate as tool failures, see repeat.py).
 
 from __future__ import annotations
 
+import math
 import posixpath
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,10 @@ def _tokens(value: Any, prefix: str, out: set[str], depth: int = 0) -> None:
     elif isinstance(value, bool) or value is None:
         out.add(f"{prefix}{value}")
     elif isinstance(value, (int, float)):  # noqa: UP038 (a tuple is a constant)
-        out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
+        if isinstance(value, float) and not math.isfinite(value):
+            out.add(f"{prefix}#{value}")  # inf, nan (a live caller may pass them)
+        else:
+            out.add(f"{prefix}#{int(abs(value)).bit_length()}")  # 9 ~ 10, 100 !~ 200
 
 
 def _arg_tokens(
