@@ -85,11 +85,17 @@ def _canonical_str(text: str) -> bool:
         return False  # JSON text: parsed and normalised as a value
     if " " in text or "/" not in text or "://" in text or len(text) >= 4096:
         return True  # not a path: nothing more to do
-    # a path: normpath only rewrites "//", "." and ".." segments, a leading "./" and a
-    # trailing "/"; ask it only when one of those could be there
-    if "//" in text or "/." in text or first == "." or last == "/":
-        return posixpath.normpath(text) == text
-    return True
+    return canonical_path(text) == text
+
+
+def canonical_path(path: str) -> str:
+    """Return ``posixpath.normpath(path)``, without calling it when it could change nothing.
+
+    normpath only rewrites "//", "." and ".." segments, a leading "./" and a trailing "/".
+    """
+    if "//" in path or "/." in path or path.startswith(".") or path.endswith("/"):
+        return posixpath.normpath(path)
+    return path if path else "."
 
 
 def _canonical(value: Any, volatile: frozenset[str]) -> bool:
@@ -135,7 +141,7 @@ def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
             return _normalize(parsed, volatile)
     if _WS_ANY.search(stripped) is None:  # one word: nothing to collapse
         if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
-            return posixpath.normpath(stripped)
+            return canonical_path(stripped)
         return stripped
     return _collapse(stripped)
 

@@ -70,8 +70,13 @@ def add_seq(seqs: list[int], seq: int) -> None:
 def short(value: Any, limit: int = 80) -> str:
     """Return a one-line, clipped rendering of a value for a message."""
     text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    head = text[: limit * 8]
+    if len(head) < len(text):  # a long text: its head is usually enough to show
+        flat = " ".join(head.split())
+        if len(flat) > limit:
+            return flat[: limit - 1] + "…"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def words(text: str, limit: int = 4000) -> set[str]:

@@ -7,10 +7,9 @@ exempt), nor at failures (errors escalate as tool failures, see repeat.py).
 from __future__ import annotations
 
 import math
-import posixpath
 from typing import TYPE_CHECKING, Any
 
-from ..keys import _normalize, _normalize_str
+from ..keys import _normalize, _normalize_str, canonical_path
 from .base import Event, add_seq, advice, jaccard, short, words
 
 if TYPE_CHECKING:
@@ -352,7 +351,7 @@ def read_target(tool: str, args: Any) -> str | None:
     for key in PATH_KEYS:
         path = args.get(key)
         if isinstance(path, str) and path:
-            return posixpath.normpath(path.strip())
+            return canonical_path(path.strip())
     return None
 
 

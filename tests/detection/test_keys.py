@@ -173,3 +173,23 @@ def test_tokens_of_canonical_arguments_need_no_normalising(value):
 
     if _canonical(value, DEFAULT_VOLATILE):
         assert arg_tokens(value, DEFAULT_VOLATILE, True) == arg_tokens(value, DEFAULT_VOLATILE)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["/", ".", "..", "a", "b.c", " "]), max_size=8).map("".join))
+def test_canonical_path_is_normpath(path):
+    import posixpath
+
+    from detection.keys import canonical_path
+
+    assert canonical_path(path) == posixpath.normpath(path)
+
+
+@pytest.mark.parametrize("limit", [5, 20, 80])
+def test_short_renders_long_values_like_the_whole_text(limit):
+    from detection.detectors.base import short
+
+    for text in ["a " * 500, "x" * 2000, " \n ".join(["w"] * 300) + " end", "word  " * 10]:
+        flat = " ".join(text.split())
+        expected = flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        assert short(text, limit) == expected
