@@ -22,8 +22,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 #: Where scripts/build_speedups.py puts the compiled package (LOOPBOARD_SPEEDUPS_DIR moves it).
 SPEEDUPS_DIR = Path(os.environ.get("LOOPBOARD_SPEEDUPS_DIR") or _HERE.parent / "build" / "speedups")
-#: The modules left as Python: this file (it chooses) and the trace model (importers build
-#: its Steps from untrusted JSON; a compiled class would reject an int where a float goes).
+#: The modules left as Python: this file (it chooses) and the run model, which importers
+#: fill freely (its Step, in step.py, is compiled: the engine reads every field of it).
 NOT_COMPILED = ("__init__.py", "model.py")
 
 

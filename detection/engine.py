@@ -36,8 +36,9 @@ from .detectors.similarity import (
 from .detectors.streams import MessageLoop, Streak, StreakState, Text
 from .findings import _RANK, Analysis, Check, Finding, Ledger, Waste, worst
 from .keys import Digester, digester, value_digest
-from .model import Run, Step
+from .model import Run
 from .policy import Policy, ToolSettings
+from .step import Step
 
 __all__ = ["Monitor", "analyze"]
 
@@ -361,7 +362,7 @@ class Monitor:
             self._cost += cost
         moment = step.ended_at if step.ended_at is not None else step.started_at
         if moment is not None:
-            self._time = moment
+            self._time = float(moment)
         lane = self._lanes.get(None)
         if lane is not None and step.parent_id is None and step.id is None:
             self._current = None  # a linear run: one path, nothing to record

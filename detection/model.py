@@ -1,7 +1,8 @@
 """The common trace model: what importers produce and what the engine reads.
 
 Plain data only. Importers (runs/importers) build these; the engine (detection)
-reads them; the Django app (runs) stores them as rows.
+reads them; the Django app (runs) stores them as rows. ``Step`` lives in detection/step.py,
+which is compiled with the engine; this module stays plain Python.
 
 Tree shape: when no step of a run has a ``parent_id`` the run is one linear path.
 Otherwise ``parent_id`` names the ``id`` of another step (a span parent, a
@@ -16,32 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("user", "assistant", "tool_call", "system", "reasoning")
+from .step import KINDS, Step
 
-
-@dataclass(slots=True)
-class Step:
-    """One thing that happened in a run: a message or a tool call with its result."""
-
-    seq: int  # position in the run, 0-based, in the order things happened
-    kind: str  # one of KINDS
-    id: str | None = None  # the source's own id
-    parent_id: str | None = None  # builds the tree; None for a root (a flat trace is a chain)
-    tool: str | None = None  # tool_call: the tool name
-    args: Any = None  # tool_call: arguments (JSON value, usually a dict)
-    result: Any = None  # tool_call: what the tool returned (JSON value or text)
-    status: str = "ok"  # "ok" or "error"
-    batch_id: str | None = None  # the assistant message that issued this call
-    text: str | None = None  # user/assistant/system/reasoning text
-    started_at: float | None = None  # epoch seconds
-    ended_at: float | None = None  # epoch seconds
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None
-
-    @property
-    def is_tool_call(self) -> bool:
-        return self.kind == "tool_call"
+__all__ = ["KINDS", "Run", "Step"]
 
 
 @dataclass(slots=True)
