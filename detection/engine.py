@@ -431,7 +431,7 @@ class Monitor:
         if ev.repeat_of is not None:
             self.repeated += 1
         if self._keep_ledger:
-            self._ledger.add(ev.seq, tool, sig, rdig, error, ev.repeat_of, ev.group_count)
+            self._ledger.add(step, sig, rdig, ev.repeat_of, ev.group_count)
         if calls % self._stride == 0:
             self._series.append((ev.seq, round(self.repeated / calls, 4)))
             if len(self._series) >= SERIES_POINTS:

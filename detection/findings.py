@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .step import Step
+
 __all__ = [
     "SEVERITIES", "Analysis", "Check", "Finding", "Ledger", "LedgerEntry", "Waste", "worst",
 ]  # fmt: skip
@@ -183,74 +185,63 @@ class LedgerEntry:
 class Ledger:
     """The progress ledger of a run: one LedgerEntry per tool call, in order.
 
-    Kept as columns of ints and of the signature strings the engine made anyway, so a run of
-    a million calls adds no million objects for the garbage collector to walk; entries are
-    made as they are read (iterate it, index it, or take ``repeats()``).
+    Kept as columns: the call's step and the signature strings the engine made anyway, so a
+    run of a million calls adds no million objects to allocate and for the garbage collector
+    to walk; entries are made as they are read (iterate it, index it, or take ``repeats()``).
     """
 
-    __slots__ = ("_count", "_error", "_rdig", "_repeat_of", "_seq", "_sig", "_tool")
+    __slots__ = ("_count", "_rdig", "_repeat_of", "_sig", "_step")
 
     def __init__(self) -> None:
-        self._seq: list[int] = []
-        self._tool: list[str] = []
+        self._step: list[Step] = []
         self._sig: list[str] = []
         self._rdig: list[str] = []
-        self._error: list[bool] = []
         self._repeat_of: list[int | None] = []
         self._count: list[int] = []
 
-    def add(
-        self, seq: int, tool: str, sig: str, rdig: str, error: bool, repeat_of: int | None,
-        count: int,
-    ) -> None:  # fmt: skip
-        self._seq.append(seq)
-        self._tool.append(tool)
+    def add(self, step: Step, sig: str, rdig: str, repeat_of: int | None, count: int) -> None:
+        self._step.append(step)
         self._sig.append(sig)
         self._rdig.append(rdig)
-        self._error.append(error)
         self._repeat_of.append(repeat_of)
         self._count.append(count)
 
     def copy(self) -> Ledger:
         twin = Ledger()
-        twin._seq, twin._tool, twin._sig = list(self._seq), list(self._tool), list(self._sig)
-        twin._rdig, twin._error = list(self._rdig), list(self._error)
+        twin._step, twin._sig, twin._rdig = list(self._step), list(self._sig), list(self._rdig)
         twin._repeat_of, twin._count = list(self._repeat_of), list(self._count)
         return twin
 
     def __len__(self) -> int:
-        return len(self._seq)
-
-    def _columns(self) -> tuple[list[Any], ...]:
-        return (self._seq, self._tool, self._sig, self._rdig, self._error, self._repeat_of)
+        return len(self._step)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ledger):
             return NotImplemented
-        return self._columns() == other._columns() and self._count == other._count
+        return list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<Ledger of {len(self._seq)} calls>"
+        return f"<Ledger of {len(self._step)} calls>"
 
     def entry(self, index: int) -> LedgerEntry:
-        sig = self._sig[index]
-        status = "error" if self._error[index] else "ok"
+        step, sig = self._step[index], self._sig[index]
+        status = "error" if step.status == "error" else "ok"
         return LedgerEntry(
-            self._seq[index], self._tool[index], sig, f"{sig}:{self._rdig[index]}:{status}",
+            step.seq, step.tool or "?", sig, f"{sig}:{self._rdig[index]}:{status}",
             self._repeat_of[index], self._count[index],
         )  # fmt: skip
 
     def __getitem__(self, index: int) -> LedgerEntry:
         if index < 0:
-            index += len(self._seq)
-        if not 0 <= index < len(self._seq):
+            index += len(self._step)
+        if not 0 <= index < len(self._step):
             raise IndexError("ledger index out of range")
         return self.entry(index)
 
     def __iter__(self) -> Iterator[LedgerEntry]:
-        for index in range(len(self._seq)):
+        for index in range(len(self._step)):
             yield self.entry(index)
 
     def repeats(self) -> Iterator[LedgerEntry]:
