@@ -21,6 +21,10 @@ MAX_CLUSTERS = 4  # near-repeat clusters remembered per tool
 ARGS_SIMILAR = 0.6
 RESULT_SIMILAR = 0.8
 SHORT_RESULT = 4000
+#: Argument tokens remembered by call signature. Small on purpose: a near-repeat loop comes
+#: back to a call within a few steps, and sets kept longer outlive the young generations of
+#: the garbage collector, whose full passes then walk the caller's whole run.
+TOKEN_CACHE = 256
 
 
 class StallState:
@@ -298,7 +302,7 @@ class NearRepeat:
         args = self._tokens.get(ev.sig)
         if args is None:
             args = arg_tokens(ev.args, ev.settings.volatile, ev.canonical)
-            if len(self._tokens) >= 4096:
+            if len(self._tokens) >= TOKEN_CACHE:
                 self._tokens.clear()
             self._tokens[ev.sig] = args
         return args
