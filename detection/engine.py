@@ -196,9 +196,11 @@ class Monitor:
         self._scope = self.policy.scope
         self._plans: dict[str, _Plan] = {}
         self._ev = Event(self.policy.for_tool("?"))  # refilled for every tool call
-        self._lanes: dict[str | None, Lane] = {None: Lane()}
-        self._where: dict[str, str | None] = {}  # step id -> key of the lane it lives in
-        self._current: str | None = None
+        # Step ids are strings in the model, but any hashable id works (typed Any: the
+        # compiled engine takes what plain Python takes)
+        self._lanes: dict[Any, Lane] = {None: Lane()}  # parent id (None: roots) -> lane
+        self._where: dict[Any, Any] = {}  # step id -> key of the lane it lives in
+        self._current: Any = None
         self._incidents: dict[tuple[Any, ...], _Incident] = {}  # key (detector first) -> it
         self._fired: list[Finding] = []
         self._live = True  # observe() returns what fires; analyze() only wants the end
@@ -225,7 +227,7 @@ class Monitor:
     # -- lanes ------------------------------------------------------------------------
     def _lane_for(self, step: Step, move: bool) -> Lane:
         parent = step.parent_id
-        key: str | None = None
+        key: Any = None
         if parent is not None and parent in self._where:
             key = parent
         lane = self._lanes.get(key)
@@ -580,16 +582,16 @@ def _moves(steps: list[Step]) -> set[int]:
     Replays the lane bookkeeping of ``Monitor._lane_for`` without state: a fork is a move
     when its source lane is never used again (a chain of parent links, as in Claude Code).
     """
-    where: dict[str, str | None] = {}
-    exists: set[str | None] = {None}
-    last_use: dict[str | None, int] = {}
-    forks: list[tuple[int, str | None]] = []
+    where: dict[Any, Any] = {}  # step id -> lane key (ids: any hashable, as in Monitor)
+    exists: set[Any] = {None}
+    last_use: dict[Any, int] = {}
+    forks: list[tuple[int, Any]] = []
     for index, step in enumerate(steps):
         parent = step.parent_id
         key = parent if parent is not None and parent in where else None
         if key not in exists:
             exists.add(key)
-            source = where[key]  # type: ignore[index]
+            source = where[key]
             forks.append((index, source))
             last_use[source] = index
         last_use[key] = index

@@ -47,7 +47,7 @@ class Event:
         self.args: Any = None
         self.canonical = False  # the arguments are already in canonical form (keys.py)
         self.result: Any = None
-        self.batch_id: str | None = None
+        self.batch_id: Any = None  # str | None (any hashable id works)
         self.epoch = 0  # the lane's count of world changes (see Lane.epoch)
         self.quiet = False  # mutating, polling, an acknowledgement or an error: see similarity
         self.repeat_of: int | None = None  # set by the repeat detector, read by the ledger

@@ -173,7 +173,7 @@ class BatchState:
     __slots__ = ("counted", "cur", "cur_id", "cur_seqs", "prev", "seqs", "start", "streak")
 
     def __init__(self) -> None:
-        self.cur_id: str | None = None
+        self.cur_id: Any = None  # the open batch's id
         self.cur: list[str] = []  # call sig + outcome of each call in the open batch
         self.cur_seqs: list[int] = []
         self.counted = False  # the open batch already matched the previous one

@@ -31,6 +31,8 @@ def run(seed, size):
         parent = rng.choice(ids[-20:]) if ids and seed % 2 and rng.random() < 0.9 else None
         roll = rng.random()
         common = dict(id=f"s{seq}", parent_id=parent, tokens_in=rng.choice([None, 50, 12.5]))
+        if seed == 5:  # ids and batch ids need not be strings: any hashable id works
+            common["id"], common["parent_id"] = seq, int(parent[1:]) if parent else None
         if roll < 0.03:
             steps.append(Step(seq, "user", text="next", **common))
         elif roll < 0.12:
@@ -47,9 +49,11 @@ def run(seed, size):
             steps.append(Step(
                 seq, "tool_call", tool=tool, args=args, result=result,
                 status=rng.choice(["ok", "ok", "ok", "error"]), cost=rng.choice([0.01, 1, None]),
-                batch_id=f"b{seq // 3}" if rng.random() < 0.3 else None, started_at=seq,
+                batch_id=(seq // 3 if seed == 5 else f"b{seq // 3}") if rng.random() < 0.3 else None,
+                started_at=seq,
                 **common,
             ))
+        ids.append(f"s{seq}")
     return steps
 
 policy = Policy.from_dict({
