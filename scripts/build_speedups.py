@@ -38,7 +38,9 @@ files = sys.argv[1:]
 sys.argv[1:] = ["build_ext", "--build-lib", {build_lib!r}, "--build-temp", {build_temp!r}]
 setup(
     name="loopboard-detection-speedups",
-    ext_modules=mypycify(files, opt_level="3", group_name="detection._native"),
+    ext_modules=mypycify(
+        files, opt_level="3", group_name="detection._native", target_dir={c_dir!r}
+    ),
 )
 """
 
@@ -71,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="loopboard-mypyc-") as temp:
         staging = Path(temp) / "out"
-        script = SETUP.format(build_lib=str(staging), build_temp=str(Path(temp) / "tmp"))
+        script = SETUP.format(
+            build_lib=str(staging), build_temp=str(Path(temp) / "tmp"), c_dir=str(Path(temp) / "c")
+        )
         env = dict(os.environ, MYPY_CACHE_DIR=str(Path(temp) / "mypy-cache"))
         print(f"speedups: compiling {len(sources)} modules of detection/ with mypyc ...")
         done = subprocess.run(
