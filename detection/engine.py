@@ -84,9 +84,14 @@ class Lane:
         return twin
 
     def new_turn(self, scope: str) -> None:
-        """A user message: counts that are per turn start again (all of them in scope turn)."""
-        turn = scope == "turn"
-        if turn:
+        """A user message: what counts per turn starts again.
+
+        In scope "turn" that is cycles, successful repeats and caps, result stalls, re-read
+        ranges, near repeats and the mutations seen. In any scope, batches and streaks (a user
+        message in between: not consecutive) and the monologue. Failures (repeat's and
+        mutating failure's) always count across the whole run.
+        """
+        if scope == "turn":
             self.osc = OscState()
             self.repeat.new_turn()
             self.stall = StallState()

@@ -70,12 +70,6 @@ class Oscillation:
 
     name = "oscillation"
 
-    def new_state(self) -> OscState:
-        return OscState()
-
-    def new_turn(self, state: OscState, scope: str) -> OscState:
-        return OscState() if scope == "turn" else state
-
     def observe(self, state: OscState, ev: Event, out: Monitor) -> None:
         key = ev.sig + ev.outcome
         keys = state.keys
@@ -202,12 +196,6 @@ class BatchRepeat:
     """The same set of calls (order ignored) issued by consecutive assistant messages."""
 
     name = "batch_repeat"
-
-    def new_state(self) -> BatchState:
-        return BatchState()
-
-    def new_turn(self, state: BatchState, scope: str) -> BatchState:
-        return BatchState()  # a user message in between: not consecutive
 
     def _close(self, state: BatchState) -> None:
         if len(state.cur) < 2:

@@ -126,14 +126,6 @@ class Repeat:
 
     name = "repeat"
 
-    def new_state(self) -> RepeatState:
-        return RepeatState()
-
-    def new_turn(self, state: RepeatState, scope: str) -> RepeatState:
-        if scope == "turn":
-            state.new_turn()
-        return state
-
     def observe(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         settings = ev.settings
         if settings.max_repeats is not None:
@@ -300,12 +292,6 @@ class MutatingFailure:
     """
 
     name = "mutating_failure"
-
-    def new_state(self) -> dict[str, Failing]:
-        return {}  # tool -> its current run of identical failures
-
-    def new_turn(self, state: dict[str, Failing], scope: str) -> dict[str, Failing]:
-        return state  # failures count across the whole run
 
     def observe(self, state: dict[str, Failing], ev: Event, out: Monitor) -> None:
         settings = ev.settings

@@ -71,12 +71,6 @@ class ResultStall:
 
     name = "result_stall"
 
-    def new_state(self) -> StallState:
-        return StallState()
-
-    def new_turn(self, state: StallState, scope: str) -> StallState:
-        return StallState() if scope == "turn" else state
-
     def observe(self, state: StallState, ev: Event, out: Monitor) -> None:
         if ev.quiet:  # mutating, polling, an acknowledgement or an error
             if ev.tool != state.tool or ev.status == "error":
@@ -267,12 +261,6 @@ class NearRepeat:
     def __init__(self) -> None:
         self._tokens: dict[str, set[str]] = {}  # call sig -> arg tokens (bounded cache)
 
-    def new_state(self) -> dict[str, list[Cluster]]:
-        return {}
-
-    def new_turn(self, state: dict[str, list[Cluster]], scope: str) -> dict[str, list[Cluster]]:
-        return {} if scope == "turn" else state
-
     def observe(self, state: dict[str, list[Cluster]], ev: Event, out: Monitor) -> None:
         if ev.quiet:
             return
@@ -424,12 +412,6 @@ class ReadRange:
     """The same part of a file read again and again, between reads of its other parts."""
 
     name = "read_range"
-
-    def new_state(self) -> ReadState:
-        return ReadState()
-
-    def new_turn(self, state: ReadState, scope: str) -> ReadState:
-        return ReadState() if scope == "turn" else state
 
     def observe(self, state: ReadState, ev: Event, out: Monitor) -> None:
         if ev.quiet:

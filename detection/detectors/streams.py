@@ -46,12 +46,6 @@ class Streak:
 
     name = "streak"
 
-    def new_state(self) -> StreakState:
-        return StreakState()
-
-    def new_turn(self, state: StreakState, scope: str) -> StreakState:
-        return StreakState()
-
     def observe(self, state: StreakState, ev: Event, out: Monitor) -> None:
         if state.tool != ev.tool:
             state.tool, state.calls, state.first_seq = ev.tool, 1, ev.seq
