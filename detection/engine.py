@@ -70,14 +70,14 @@ class Lane:
         self.epoch = 0  # bumped by each new successful call to a mutating tool
         self.mutations: set[str] = set()  # mutating call signatures seen in the scope
 
-    def copy(self, ev: Event) -> Lane:
+    def copy(self) -> Lane:
         twin = Lane()
         twin.osc, twin.repeat, twin.batch = self.osc.copy(), self.repeat.copy(), self.batch.copy()
         twin.mutfail = {tool: failing.copy() for tool, failing in self.mutfail.items()}
         twin.stall, twin.streak = self.stall.copy(), self.streak.copy()
         twin.reads = self.reads.copy()
         twin.near = {
-            tool: [cluster.copy(ev) for cluster in clusters] for tool, clusters in self.near.items()
+            tool: [cluster.copy() for cluster in clusters] for tool, clusters in self.near.items()
         }
         twin.messages = [text.copy() for text in self.messages]
         twin.epoch, twin.mutations = self.epoch, set(self.mutations)
@@ -244,7 +244,7 @@ class Monitor:
             elif move:
                 lane = self._lanes.pop(source_key)
             else:
-                lane = source.copy(self._ev)
+                lane = source.copy()
             self._lanes[key] = lane
             if len(self._lanes) > MAX_LANES:
                 oldest = next(k for k in self._lanes if k is not None and k != key)
@@ -303,7 +303,6 @@ class Monitor:
 
     def report(
         self,
-        detector: str,
         key: tuple[Any, ...],
         level: Level,
         count: int,
@@ -316,8 +315,8 @@ class Monitor:
     ) -> None:
         """Record that a detector's count reached ``level``; fire when the severity rises.
 
-        ``key`` names the loop (one incident, one finding): the detector's name, then what
-        identifies the loop for it (a signature and the seq where it began, say).
+        ``key`` names the loop (one incident, one finding): the detector's name first, then
+        what identifies the loop for it (a signature and the seq where it began, say).
         ``message(*args)`` is only called when the finding fires or escalates: words cost.
         ``secondary`` detectors stay quiet on a step another finding already explains.
         """
@@ -326,7 +325,7 @@ class Monitor:
         if inc is None:
             if secondary and self._hit:
                 return
-            inc = _Incident(detector, self._last_seq, tool, signature)
+            inc = _Incident(key[0], self._last_seq, tool, signature)
             self._incidents[key] = inc
             rises = True
         else:
@@ -456,7 +455,7 @@ class Monitor:
         if calls > quota:
             level: Level = ("stop", quota, rule)
             self.report(
-                "budget", ("budget", "quota", tool), level, calls, tool, f"quota:{tool}", seqs,
+                ("budget", "quota", tool), level, calls, tool, f"quota:{tool}", seqs,
                 _quota_message, (tool, calls, quota), False,
             )  # fmt: skip
 
@@ -472,7 +471,7 @@ class Monitor:
                 shown = f"{used:.4g}" if name == "cost" else f"{int(used)}"
                 level: Level = ("stop", int(limit) if name != "cost" else 0, "defaults")
                 self.report(
-                    "budget", ("budget", name), level, int(used), None, f"budget:{name}", [step.seq],
+                    ("budget", name), level, int(used), None, f"budget:{name}", [step.seq],
                     _budget_message, (shown, unit, limit), False,
                 )  # fmt: skip
 

@@ -146,35 +146,28 @@ def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
     return _collapse(stripped)
 
 
-def _normalize(value: Any, volatile: frozenset[str]) -> Any:
+def _normalize(value: Any, volatile: frozenset[str], sort: bool = True) -> Any:
+    """Return the canonical form of a value (the volatile keys being the full set).
+
+    ``sort=False`` (for hashing) leaves string-keyed objects in their order: the encoding
+    sorts keys anyway (_encode), so the bytes are the same without a sort per object.
+    """
     if isinstance(value, str):
         return _normalize_str(value, volatile)
     if isinstance(value, dict):
+        if not sort and all(type(key) is str for key in value):
+            return {
+                key: _normalize(item, volatile, False)
+                for key, item in value.items()
+                if key not in volatile
+            }
         return {
-            str(key): _normalize(value[key], volatile)
+            str(key): _normalize(value[key], volatile, sort)
             for key in sorted(value, key=str)
             if key not in volatile
         }
     if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
-        return [_normalize(item, volatile) for item in value]
-    return value
-
-
-def _normalize_to_hash(value: Any, volatile: frozenset[str]) -> Any:
-    """``_normalize`` for hashing: string-keyed objects are left unsorted, since the
-    encoding sorts keys anyway (_encode): the same bytes, without a sort and a list per dict."""
-    if isinstance(value, str):
-        return _normalize_str(value, volatile)
-    if isinstance(value, dict):
-        if not all(type(key) is str for key in value):
-            return _normalize(value, volatile)
-        return {
-            key: _normalize_to_hash(item, volatile)
-            for key, item in value.items()
-            if key not in volatile
-        }
-    if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
-        return [_normalize_to_hash(item, volatile) for item in value]
+        return [_normalize(item, volatile, sort) for item in value]
     return value
 
 
@@ -261,11 +254,11 @@ class Digester:
         if self.canonical:
             return xxh3_64_hexdigest(raw)  # most values: hashed as they are, nothing kept
         if len(raw) >= _MEMO_SIZE:
-            return xxh3_64_hexdigest(_encode(_normalize_to_hash(value, volatile)))
+            return xxh3_64_hexdigest(_encode(_normalize(value, volatile, False)))
         key = xxh3_128_intdigest(raw)
         known = self.memo.get(key)
         if known is None:
-            known = xxh3_64_hexdigest(_encode(_normalize_to_hash(value, volatile)))
+            known = xxh3_64_hexdigest(_encode(_normalize(value, volatile, False)))
             self._remember(key, known)
         return known
 

@@ -67,6 +67,34 @@ def add_seq(seqs: list[int], seq: int) -> None:
         seqs.append(seq)
 
 
+class Tally:
+    """Something seen ``count`` times since ``first_seq`` (a file range read, a text said).
+
+    Most are seen once, so the list of seqs for a finding is only made the second time.
+    """
+
+    __slots__ = ("count", "first_seq", "seqs")
+
+    def __init__(self, seq: int) -> None:
+        self.count = 1
+        self.first_seq = seq
+        self.seqs: list[int] | None = None
+
+    def again(self, seq: int) -> list[int]:
+        """Count it once more; return the seqs where it was seen."""
+        seqs = self.seqs
+        if seqs is None:
+            seqs = self.seqs = [self.first_seq]
+        self.count += 1
+        add_seq(seqs, seq)
+        return seqs
+
+    def copy_tally(self, twin: Tally) -> None:
+        """Give a copy (made from first_seq) this one's count and seqs."""
+        twin.count = self.count
+        twin.seqs = list(self.seqs) if self.seqs is not None else None
+
+
 def short(value: Any, limit: int = 80) -> str:
     """Return a one-line, clipped rendering of a value for a message."""
     text = value if isinstance(value, str) else repr(value)

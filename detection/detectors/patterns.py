@@ -136,7 +136,7 @@ class Oscillation:
                 state.named[period] = named
             signature, tool = named
             out.report(
-                "oscillation", ("oscillation", signature, state.start[period]), level, cycles, tool,
+                ("oscillation", signature, state.start[period]), level, cycles, tool,
                 signature, seqs, _cycle_message,
                 (period, block_tools, cycles, state.start[period]), False,
             )  # fmt: skip
@@ -233,6 +233,6 @@ class BatchRepeat:
             return
         signature = "batch:" + digest(list(prev))
         out.report(
-            "batch_repeat", ("batch_repeat", signature, state.start), level, state.streak, ev.tool, signature,
+            ("batch_repeat", signature, state.start), level, state.streak, ev.tool, signature,
             state.seqs, _batch_message, (state.streak, len(prev), state.start), False,
         )  # fmt: skip

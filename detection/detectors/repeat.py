@@ -146,7 +146,7 @@ class Repeat:
         if repeats > limit:
             level: Level = ("stop", limit, rule)
             out.report(
-                "repeat", ("repeat", ev.sig, "cap"), level, repeats, ev.tool, ev.sig, seqs,
+                ("repeat", ev.sig, "cap"), level, repeats, ev.tool, ev.sig, seqs,
                 _cap_message, (ev.tool, limit, repeats, seqs[0]), False,
             )  # fmt: skip
 
@@ -176,7 +176,7 @@ class Repeat:
             if warn and group.calls == warn and group.count < warn:
                 info: Level = ("info", warn, threshold.warn_rule)
                 out.report(
-                    "repeat", ("repeat", sig, "progress", group.first_seq), info, group.calls,
+                    ("repeat", sig, "progress", group.first_seq), info, group.calls,
                     ev.tool, sig, [group.first_seq, ev.seq],
                     _progress_message, (ev.tool, group.calls, group.first_seq), False,
                 )  # fmt: skip
@@ -191,7 +191,7 @@ class Repeat:
         level = threshold.level(group.count)
         if level is not None and not ev.in_cycle:
             out.report(
-                "repeat", ("repeat", sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
+                ("repeat", sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
                 group.seqs, _repeat_message,
                 (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
@@ -209,7 +209,7 @@ class Repeat:
         level = ev.settings.thresholds["repeat"].level(group.count)
         if level is not None and not ev.in_cycle:
             out.report(
-                "repeat", ("repeat", ev.sig, "error", group.first_seq), level, group.count, ev.tool,
+                ("repeat", ev.sig, "error", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, _failure_message,
                 (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
             )  # fmt: skip
@@ -309,7 +309,7 @@ class MutatingFailure:
         level = settings.thresholds["mutating_failure"].level(last.count)
         if level is not None:
             out.report(
-                "mutating_failure", ("mutating_failure", ev.sig, last.first_seq), level, last.count, ev.tool,
+                ("mutating_failure", ev.sig, last.first_seq), level, last.count, ev.tool,
                 ev.sig, last.seqs, _mutating_message,
                 (ev.tool, ev.args, ev.result, last.count, last.first_seq), False,
             )  # fmt: skip

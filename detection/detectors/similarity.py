@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..keys import _normalize, _normalize_str, canonical_path
-from .base import Event, add_seq, advice, jaccard, short, words
+from .base import Event, Tally, add_seq, advice, jaccard, short, words
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -87,7 +87,7 @@ class ResultStall:
         level = ev.settings.thresholds["result_stall"].level(count)
         if level is not None:
             out.report(
-                "result_stall", ("result_stall", ev.tool, ev.rdig, state.first_seq), level, count, ev.tool,
+                ("result_stall", ev.tool, ev.rdig, state.first_seq), level, count, ev.tool,
                 f"{ev.tool}:{ev.rdig}", state.seqs, _stall_message,
                 (ev.tool, ev.result, count, state.first_seq), True,
             )  # fmt: skip
@@ -181,30 +181,31 @@ class Cluster:
         "first_seq", "rdig", "rdigs", "seqs", "sig", "sigs", "volatile",
     )  # fmt: skip
 
-    def __init__(self, ev: Event, volatile: frozenset[str]) -> None:
-        self._args: Any = ev.args  # the call's arguments, until tokenised
-        self._canonical = ev.canonical
-        result = ev.result
+    def __init__(
+        self, args: Any, canonical: bool, result: Any, volatile: frozenset[str], epoch: int,
+        sig: str, rdig: str, seq: int,
+    ) -> None:  # fmt: skip
+        self._args: Any = args  # the first call's arguments, until tokenised
+        self._canonical = canonical  # (keys.Digester.canonical)
         self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
         self._arg_words: set[str] | None = None
         self._result_words: set[str] | None = None
         self.volatile = volatile
-        self.epoch = ev.epoch
-        self.sig = ev.sig  # the first call's signatures and seq; the sets and the list of
-        self.rdig = ev.rdig  # all calls are only made when a second call joins
-        self.first_seq = ev.seq
+        self.epoch = epoch
+        self.sig = sig  # the first call's signatures and seq; the sets and the list of
+        self.rdig = rdig  # all calls are only made when a second call joins
+        self.first_seq = seq
         self.sigs: set[str] | None = None
         self.rdigs: set[str] | None = None
         self.seqs: list[int] | None = None
 
-    def copy(self, ev: Event) -> Cluster:
-        """Copy for a new lane (``ev`` is any event, overwritten): values are shared."""
-        twin = Cluster(ev, self.volatile)
-        twin._args, twin._canonical, twin._result = self._args, self._canonical, self._result
-        twin._arg_words, twin._result_words = self._arg_words, self._result_words
-        twin.epoch, twin.first_seq, twin.sig, twin.rdig = (
-            self.epoch, self.first_seq, self.sig, self.rdig,
+    def copy(self) -> Cluster:
+        """Copy for a new lane: the call's values and word sets are shared (never changed)."""
+        twin = Cluster(
+            self._args, self._canonical, self._result, self.volatile, self.epoch, self.sig,
+            self.rdig, self.first_seq,
         )  # fmt: skip
+        twin._arg_words, twin._result_words = self._arg_words, self._result_words
         if self.sigs is not None and self.rdigs is not None and self.seqs is not None:
             twin.sigs, twin.rdigs, twin.seqs = set(self.sigs), set(self.rdigs), list(self.seqs)
         return twin
@@ -279,7 +280,10 @@ class NearRepeat:
             args = self._arg_words(ev)
             if self._match(clusters, ev, args, out):
                 return
-        cluster = Cluster(ev, ev.settings.volatile)
+        cluster = Cluster(
+            ev.args, ev.canonical, ev.result, ev.settings.volatile, ev.epoch, ev.sig, ev.rdig,
+            ev.seq,
+        )  # fmt: skip
         if args is not None:
             cluster._arg_words, cluster._args = args, None
         clusters.append(cluster)
@@ -310,7 +314,7 @@ class NearRepeat:
             level = ev.settings.thresholds["near_repeat"].level(count)
             if level is not None:
                 out.report(
-                    "near_repeat", ("near_repeat", ev.tool, cluster.first_seq), level, count, ev.tool,
+                    ("near_repeat", ev.tool, cluster.first_seq), level, count, ev.tool,
                     f"{ev.tool}~{cluster.first_seq}", seqs, _near_message,
                     (ev.tool, ev.args, count, cluster.first_seq), True,
                 )  # fmt: skip
@@ -356,32 +360,20 @@ def read_span(args: dict[str, Any]) -> str:
     return "\n".join([repr(args[key]) for key in RANGE_KEYS if args.get(key) is not None])
 
 
-class Reads:
+class Reads(Tally):
     """One part (range) of a file as read on a path."""
 
-    __slots__ = ("at", "count", "epoch", "first_seq", "seqs")
+    __slots__ = ("at", "epoch")
 
     def __init__(self, seq: int, at: int, epoch: int) -> None:
-        self.count = 1
-        self.first_seq = seq
-        self.seqs: list[int] | None = None  # made at the first re-read
+        super().__init__(seq)
         self.at = at  # the file's read count when this range was last read
         self.epoch = epoch
 
     def copy(self) -> Reads:
         twin = Reads(self.first_seq, self.at, self.epoch)
-        twin.count = self.count
-        twin.seqs = list(self.seqs) if self.seqs is not None else None
+        self.copy_tally(twin)
         return twin
-
-    def again(self, seq: int) -> list[int]:
-        """Count a re-read; return the seqs of all reads."""
-        seqs = self.seqs
-        if seqs is None:
-            seqs = self.seqs = [self.first_seq]
-        self.count += 1
-        add_seq(seqs, seq)
-        return seqs
 
 
 class ReadState:
@@ -435,7 +427,7 @@ class ReadRange:
         if level is not None:
             where = f"range {span.replace(chr(10), ', ')}" if span else "the whole file"
             out.report(
-                "read_range", ("read_range", key, entry.first_seq), level, entry.count,
+                ("read_range", key, entry.first_seq), level, entry.count,
                 ev.tool, ev.sig, seqs, _read_message, (where, path, entry.count, entry.first_seq),
                 True,
             )  # fmt: skip

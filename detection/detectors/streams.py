@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..keys import digest
-from .base import Event, Level, add_seq, jaccard, short, words
+from .base import Event, Level, Tally, jaccard, short, words
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -60,32 +60,21 @@ class Streak:
             return
         info: Level = ("info", threshold.info, threshold.warn_rule)
         out.report(
-            "streak", ("streak", ev.tool, state.first_seq), info, state.calls, ev.tool,
+            ("streak", ev.tool, state.first_seq), info, state.calls, ev.tool,
             f"{ev.tool}:streak", [state.first_seq, ev.seq], _streak_message,
             (ev.tool, state.calls, state.first_seq), False,
         )  # fmt: skip
 
 
-class Text:
+class Text(Tally):
     """One assistant message of the current monologue and the times it was said."""
 
-    __slots__ = ("_tokens", "count", "first_seq", "seqs", "text")
+    __slots__ = ("_tokens", "text")
 
     def __init__(self, text: str, seq: int) -> None:
+        super().__init__(seq)
         self.text = text  # normalised: lower case, one space between words
         self._tokens: set[str] | None = None  # its words, once compared with another
-        self.count = 1
-        self.first_seq = seq
-        self.seqs: list[int] | None = None  # made when it is said again
-
-    def again(self, seq: int) -> list[int]:
-        """Count it said once more; return the seqs where it was said."""
-        seqs = self.seqs
-        if seqs is None:
-            seqs = self.seqs = [self.first_seq]
-        self.count += 1
-        add_seq(seqs, seq)
-        return seqs
 
     def tokens(self) -> set[str]:
         found = self._tokens
@@ -95,8 +84,8 @@ class Text:
 
     def copy(self) -> Text:
         twin = Text(self.text, self.first_seq)
-        twin._tokens, twin.count = self._tokens, self.count
-        twin.seqs = list(self.seqs) if self.seqs is not None else None
+        twin._tokens = self._tokens
+        self.copy_tally(twin)
         return twin
 
 
@@ -138,7 +127,7 @@ class MessageLoop:
                 if level is not None:
                     signature = "text:" + digest(entry.text)
                     out.report(
-                        "message_loop", ("message_loop", signature, entry.first_seq), level, entry.count, None,
+                        ("message_loop", signature, entry.first_seq), level, entry.count, None,
                         signature, seqs, _message_message,
                         (entry.count, entry.first_seq, raw), False,
                     )  # fmt: skip

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from detection.model import Run
 
-from .base import Limits, Skips, TooManySteps, TraceError, head_values
+from .base import Limits, Skips, TraceError, head_values
 from .conversation import Conversation, content_text, read_conversations
 
 name = "anthropic"
@@ -204,13 +204,10 @@ def _run_from_object(
     system = obj.get("system") if isinstance(obj, dict) else None
     if system:
         conversation.message("system", content_text(system) or "", id="system")
-    for index, message in enumerate(messages):
-        try:
-            add_message(conversation, message, index)
-        except TooManySteps:
-            raise
-        except TraceError as exc:
-            skips.add(TraceError(exc.reason, source=source, field=f"messages[{index}]"))
+    conversation.add_each(
+        messages, lambda message, index: add_message(conversation, message, index),
+        field="messages",
+    )  # fmt: skip
     return run
 
 

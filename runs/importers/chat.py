@@ -36,7 +36,6 @@ from . import anthropic
 from .base import (
     Limits,
     Skips,
-    TooManySteps,
     TraceError,
     head_values,
     parse_json_text,
@@ -177,17 +176,10 @@ def add_messages(conversation: Conversation, messages: Any, *, where: str) -> No
     """Add a message list; a bad message is skipped and reported, the rest still count."""
     if not isinstance(messages, list):
         raise TraceError("expected a list of messages", source=conversation.source)
-    for index, message in enumerate(messages):
-        try:
-            add_message(conversation, message, index)
-        except TraceError as exc:
-            if isinstance(exc, TooManySteps):
-                raise
-            conversation.skips.add(
-                TraceError(
-                    exc.reason, source=conversation.source, field=f"{where}messages[{index}]"
-                )
-            )
+    conversation.add_each(
+        messages, lambda message, index: add_message(conversation, message, index),
+        field=f"{where}messages",
+    )  # fmt: skip
 
 
 def _metadata(obj: dict) -> dict[str, Any]:

@@ -86,6 +86,19 @@ class Conversation:
         self._call_ids: dict[int, str] = {}  # seq -> the call id as the source wrote it
         self.state: dict[str, Any] = {}  # per-format reading state (e.g. the current batch)
 
+    def add_each(self, items: Any, add: Callable[[Any, int], None], *, field: str) -> None:
+        """Add each item with ``add(item, index)``; a bad one is skipped and reported as
+        ``field[index]``, the rest still count (too many steps ends the run)."""
+        for index, item in enumerate(items):
+            try:
+                add(item, index)
+            except TooManySteps:
+                raise
+            except TraceError as exc:
+                self.skips.add(
+                    TraceError(exc.reason, source=self.source, field=f"{field}[{index}]")
+                )
+
     def _add(self, step: Step) -> Step:
         if len(self.run.steps) >= self.limits.max_steps:
             raise TooManySteps(

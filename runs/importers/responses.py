@@ -35,7 +35,7 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, Skips, TooManySteps, TraceError, head_values, parse_json_text
+from .base import Limits, Skips, TraceError, head_values, parse_json_text
 from .conversation import Conversation, content_text, read_conversations, text_is_error
 
 name = "responses"
@@ -245,14 +245,7 @@ def _run_from_object(
     conversation = Conversation(run, limits=limits, skips=skips, source=source)
     if isinstance(obj, dict) and isinstance(obj.get("instructions"), str):
         conversation.message("system", obj["instructions"], id="instructions")
-    feeder = _Items(conversation)
-    for index, item in enumerate(items):
-        try:
-            feeder.add(item, index)
-        except TooManySteps:
-            raise
-        except TraceError as exc:
-            skips.add(TraceError(exc.reason, source=source, field=f"items[{index}]"))
+    conversation.add_each(items, _Items(conversation).add, field="items")
     return run
 
 
