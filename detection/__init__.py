@@ -58,6 +58,7 @@ def _use_speedups() -> bool:
 
 COMPILED = _use_speedups()
 
+from . import catalogue
 from .detectors import DETECTORS
 from .engine import Monitor, analyze
 from .findings import Analysis, Check, Finding, Ledger, LedgerEntry, Waste
@@ -81,6 +82,7 @@ __all__ = [
     "Step",
     "ToolSettings",
     "Waste",
+    "catalogue",
     "analyze",
     "call_signature",
     "digest",

@@ -52,6 +52,7 @@ from typing import Any
 
 import tomli_w
 
+from . import catalogue
 from .keys import DEFAULT_VOLATILE
 
 __all__ = [
@@ -64,20 +65,7 @@ __all__ = [
 ]
 
 #: Built-in (warn, stop) per detector; None = that severity is never reached.
-DETECTOR_DEFAULTS: dict[str, tuple[int | None, int | None]] = {
-    "repeat": (3, 5),
-    "mutating_failure": (2, 4),
-    "read_range": (3, 6),
-    "batch_repeat": (3, 5),
-    "oscillation": (3, 5),
-    "result_stall": (3, 6),
-    "near_repeat": (3, 6),
-    "streak": (None, None),  # info only
-    "message_loop": (3, 5),
-    "budget": (None, None),  # set by max_steps/max_tokens/max_cost/quota
-}
-#: Info-level thresholds (a finding that is shown but is no verdict).
-INFO_DEFAULTS: dict[str, int] = {"streak": 8}
+DETECTOR_DEFAULTS = catalogue.DEFAULTS
 
 MUTATING_PATTERNS: tuple[str, ...] = (
     "edit", "*_edit", "edit_*", "*edit", "*__edit*",
@@ -408,4 +396,6 @@ class Policy:
                 enabled = sub["enabled"]
         if warn is not None and stop is not None and stop < warn:
             stop = warn
-        return Threshold(warn, stop, enabled, warn_rule, stop_rule, INFO_DEFAULTS.get(name))
+        return Threshold(
+            warn, stop, enabled, warn_rule, stop_rule, catalogue.INFO_DEFAULTS.get(name)
+        )

@@ -11,8 +11,9 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 from ninja.parser import Parser
 
-from runs import auth
-from runs.api import router
+from runs.api import auth, ratelimit
+from runs.api.router import router
+from runs.importers.base import json_depth_ok
 
 
 class BoundedJSONParser(Parser):
@@ -25,7 +26,7 @@ class BoundedJSONParser(Parser):
             data = None
             deep = True
         else:
-            deep = not auth.json_depth(data, settings.LOOPBOARD_MAX_JSON_DEPTH)
+            deep = not json_depth_ok(data, settings.LOOPBOARD_MAX_JSON_DEPTH)
         if deep:
             raise BodyError(
                 f"the JSON body nests deeper than {settings.LOOPBOARD_MAX_JSON_DEPTH} levels"
@@ -70,8 +71,8 @@ def on_authentication_error(request: HttpRequest, exc: Exception) -> HttpRespons
     return _error(request, "missing or invalid API key", 401, **{"WWW-Authenticate": "Bearer"})
 
 
-@api.exception_handler(auth.RateLimited)
-def on_rate_limited(request: HttpRequest, exc: auth.RateLimited) -> HttpResponse:
+@api.exception_handler(ratelimit.RateLimited)
+def on_rate_limited(request: HttpRequest, exc: ratelimit.RateLimited) -> HttpResponse:
     return _error(request, str(exc), 429, **{"Retry-After": str(exc.retry_after)})
 
 

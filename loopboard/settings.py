@@ -174,7 +174,7 @@ if not DEBUG and not EMBEDDED:
 
 # --- API, OTLP/HTTP and API keys (issue #6) ----------------------------------------------
 # Requests to /api/ and /v1/ over MAX_UPLOAD_BYTES get 413 before their body is read.
-MIDDLEWARE.insert(1, "runs.auth.BodyLimitMiddleware")
+MIDDLEWARE.insert(1, "runs.api.middleware.BodyLimitMiddleware")
 # Per-key token bucket, kept in PostgreSQL (runs_ratebucket) so every gunicorn worker and
 # every web machine shares it: RATE requests per second on average, BURST at once.
 LOOPBOARD_API_RATE = float(os.environ.get("LOOPBOARD_API_RATE", "50"))

@@ -3,8 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from loopboard.api import api
-from runs import otlp_http, project_views
-from runs import views as run_views
+from runs.api import otlp as otlp_http
+from runs.web import settings_views as project_views
+from runs.web import views as run_views
 
 urlpatterns = [
     path("healthz", run_views.healthz, name="healthz"),

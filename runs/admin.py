@@ -4,8 +4,8 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from . import access
 from .models import ApiKey, Finding, Membership, PolicyChange, Project, Run, Step, ToolPolicy, Trace
+from .services import access
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):

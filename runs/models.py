@@ -13,8 +13,6 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-import detection
-
 
 class Project(models.Model):
     """A team's space: its traces, runs, policy and members."""
@@ -31,21 +29,6 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def policy(self) -> detection.Policy:
-        """Return this project's detection policy: the defaults row plus per-tool rows."""
-        return detection.Policy.from_dict(self.policy_dict())
-
-    def policy_dict(self) -> dict:
-        """Return the policy in the TOML/API shape: {"defaults": {...}, "tools": {...}}."""
-        defaults: dict = {}
-        tools: dict = {}
-        for row in self.tool_policies.all():
-            if row.tool:
-                tools[row.tool] = row.as_dict()
-            else:
-                defaults = row.as_dict()
-        return {"defaults": defaults, "tools": tools}
 
 
 class Membership(models.Model):
@@ -232,27 +215,6 @@ class Run(models.Model):
         return None
 
 
-# The step columns that make up the engine's view of a step (`Step.as_step`), in order:
-# analysis reads them back, ingest writes them with COPY.
-STEP_FIELDS = (
-    "seq",
-    "kind",
-    "source_id",
-    "parent_id",
-    "tool",
-    "args",
-    "result",
-    "status",
-    "batch_id",
-    "text",
-    "started_at",
-    "ended_at",
-    "tokens_in",
-    "tokens_out",
-    "cost",
-)
-
-
 class Step(models.Model):
     """One step of a run: a message, or a tool call with its result (the common model)."""
 
@@ -288,34 +250,6 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.tool or self.kind}"
-
-    def as_step(self) -> detection.Step:
-        """Return this row as the engine's step."""
-        return engine_step(*(getattr(self, name) for name in STEP_FIELDS))
-
-
-def engine_step(
-    seq, kind, source_id, parent_id, tool, args, result, status, batch_id, text,
-    started_at, ended_at, tokens_in, tokens_out, cost,
-) -> detection.Step:  # fmt: skip
-    """Return the engine's step for one row's STEP_FIELDS values (blank text means absent)."""
-    return detection.Step(
-        seq=seq,
-        kind=kind,
-        id=source_id or None,
-        parent_id=parent_id or None,
-        tool=tool or None,
-        args=args,
-        result=result,
-        status=status,
-        batch_id=batch_id or None,
-        text=text or None,
-        started_at=started_at.timestamp() if started_at else None,
-        ended_at=ended_at.timestamp() if ended_at else None,
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
-        cost=cost,
-    )
 
 
 class Finding(models.Model):
@@ -411,11 +345,6 @@ class ToolPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project}: {self.tool or 'defaults'}"
-
-    def as_dict(self) -> dict:
-        """Return the set fields in the policy's TOML shape (unset fields left out)."""
-        values = {name: getattr(self, name) for name in self.FIELDS}
-        return {k: v for k, v in values.items() if v not in (None, "", [], {})}
 
 
 class PolicyChange(models.Model):

@@ -7,7 +7,7 @@ from django.db import OperationalError
 
 from loopboard.celery import app
 
-from . import analysis, ingest
+from .services import analysis, ingest, otlp, recovery
 
 RETRY = {
     "acks_late": True,
@@ -28,15 +28,13 @@ def analyze_run(run_id: int) -> None:
     analysis.analyze_run(run_id)
 
 
+@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
+    """Assemble buffered OTLP spans into runs and analyze them."""
+    otlp.assemble(project_id, trace_ids, quiet)
+
+
 @worker_ready.connect
 def requeue_unfinished(**_kwargs) -> None:
     """When a worker starts, queue again what a worker that died left behind."""
-    ingest.requeue_stale()
-
-
-@app.task(soft_time_limit=540, time_limit=600, **RETRY)
-def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
-    """Assemble buffered OTLP spans into runs and analyze them (runs/otlp_ingest.py)."""
-    from . import otlp_ingest
-
-    otlp_ingest.assemble(project_id, trace_ids, quiet)
+    recovery.requeue_stale()

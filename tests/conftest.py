@@ -46,7 +46,7 @@ def client_in(client, user):
 @pytest.fixture
 def process():
     """Return a function that stores bytes and runs ingest + analysis inline (no worker)."""
-    from runs import analysis, ingest
+    from runs.services import analysis, ingest
 
     def run(project, data: bytes, name: str = "trace.jsonl", format: str = ""):
         trace, _ = ingest.store_trace(project, data, name=name, format=format)

@@ -1,31 +1,29 @@
-"""The detector catalogue (DESIGN.md, "Detectors"): name -> streaming detector class.
+"""The streaming detectors, by name, in the catalogue's order (``detection.catalogue``).
 
-The engine (detection/engine.py, ``Monitor._tool_call``) runs them in this order on each
-call, and the "secondary" ones (result stall, read range, near repeat) stay quiet on a step
-another detector has already flagged, so one loop gives one finding.
+The engine (``engine.Monitor._tool_call``) runs them in that order on each call, and the
+"secondary" ones (result stall, read range, near repeat) stay quiet on a step another
+detector has already flagged, so one loop gives one finding.
 """
 
 from __future__ import annotations
 
+from ..catalogue import NAMES
 from .base import Event
 from .patterns import BatchRepeat, Oscillation
 from .repeat import MutatingFailure, Repeat
 from .similarity import NearRepeat, ReadRange, ResultStall
 from .streams import MessageLoop, Streak
 
-DETECTORS: dict[str, type] = {
-    "oscillation": Oscillation,  # before repeat: a call inside a cycle is the cycle's
-    "repeat": Repeat,
-    "mutating_failure": MutatingFailure,
-    "batch_repeat": BatchRepeat,
-    "result_stall": ResultStall,
-    "read_range": ReadRange,
-    "near_repeat": NearRepeat,
-    "streak": Streak,
-    "message_loop": MessageLoop,
-}
-#: Budgets (step limit, tool quota, tokens, cost) are kept by the engine itself: they are
-#: per run, not per path. Listed here so the catalogue is complete.
+_CLASSES: dict[str, type] = {
+    cls.name: cls
+    for cls in (
+        Oscillation, Repeat, MutatingFailure, BatchRepeat, ResultStall, ReadRange, NearRepeat,
+        Streak, MessageLoop,
+    )
+}  # fmt: skip
+#: Kept by the engine itself (per run, not per path): no class of their own.
 ENGINE_DETECTORS = ("budget",)
+#: name -> detector class, in the catalogue's order.
+DETECTORS: dict[str, type] = {name: _CLASSES[name] for name in NAMES if name in _CLASSES}
 
 __all__ = ["DETECTORS", "ENGINE_DETECTORS", "Event"]

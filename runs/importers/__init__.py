@@ -28,7 +28,7 @@ from . import (
     otlp,
     responses,
     swe_agent,
-    tree,
+    tree_json,
 )
 from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
 
@@ -49,7 +49,7 @@ IMPORTERS: dict[str, Importer] = {
         swe_agent,
         openhands,
         otlp,
-        tree,
+        tree_json,
         # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest
         responses,
         anthropic,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django import template
 
+from detection import catalogue
+
 register = template.Library()
 
 
@@ -54,6 +56,4 @@ def tokens(value) -> str:
 @register.filter
 def detector_title(detector: str) -> str:
     """Return a detector's plain-words title."""
-    from runs.timeline import detector_title as title
-
-    return title(str(detector))
+    return catalogue.title(str(detector))

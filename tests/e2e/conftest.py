@@ -64,7 +64,8 @@ def background_worker(monkeypatch):
     """Run ingest and analysis in a thread whenever a task is queued (no broker needed)."""
     from django.db import connection
 
-    from runs import analysis, ingest, tasks
+    from runs import tasks
+    from runs.services import analysis, ingest
 
     threads: list[threading.Thread] = []
 

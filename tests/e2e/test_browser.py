@@ -141,7 +141,7 @@ def test_plain_links_work_without_javascript(live_server, browser, staff_login, 
 
 @pytest.fixture
 def process_inline(db):
-    from runs import analysis, ingest
+    from runs.services import analysis, ingest
 
     def run(project, data: bytes):
         trace, _ = ingest.store_trace(project, data, name="stuck-research.jsonl")

@@ -87,7 +87,7 @@ def test_deep_trees_are_walked_without_recursion_and_too_deep_files_refused():
 
 
 def test_other_formats_are_not_claimed_by_tree():
-    from runs.importers import tree
+    from runs.importers import tree_json as tree
 
     assert not tree.sniff(b'{"children": [], "foo": 1}')
     assert detect_format(json.dumps(TREE).encode()) == "tree"

@@ -3,7 +3,7 @@
 import pytest
 from django.db import IntegrityError
 
-from runs.models import ApiKey, Project, ToolPolicy, Trace
+from runs.models import ApiKey, Project, Trace
 
 pytestmark = pytest.mark.django_db
 
@@ -19,17 +19,6 @@ def test_raw_bytes_are_kept_exactly(project):
     trace = Trace.objects.create(project=project, name="a", sha256="a" * 64, size=256, raw=data)
     trace.refresh_from_db()
     assert bytes(trace.raw) == data
-
-
-def test_policy_rows_make_the_project_policy(project):
-    ToolPolicy.objects.create(project=project, tool="", warn=4, stop=7, scope="run")
-    ToolPolicy.objects.create(project=project, tool="mcp__*__bash", mutating=True, max_repeats=2)
-    assert project.policy_dict() == {
-        "defaults": {"scope": "run", "warn": 4, "stop": 7},
-        "tools": {"mcp__*__bash": {"mutating": True, "max_repeats": 2}},
-    }
-    policy = project.policy()
-    assert policy.to_dict()["tools"]["mcp__*__bash"]["max_repeats"] == 2
 
 
 def test_api_keys_are_stored_hashed(project):

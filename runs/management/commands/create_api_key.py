@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs import keys
 from runs.models import Project
+from runs.services import api_keys as keys
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs import ingest
 from runs.importers import IMPORTERS
 from runs.models import Project, Trace
+from runs.services import ingest
 
 
 class Command(BaseCommand):

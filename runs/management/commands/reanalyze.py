@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from runs import analysis
 from runs.models import Run
+from runs.services import analysis
 
 
 class Command(BaseCommand):

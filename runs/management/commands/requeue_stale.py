@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand
 
-from runs import ingest
+from runs.services import recovery
 
 
 class Command(BaseCommand):
@@ -21,5 +21,5 @@ class Command(BaseCommand):
 
     def handle(self, *args, older_than, **options):
         age = None if older_than is None else timedelta(seconds=older_than)
-        traces, runs = ingest.requeue_stale(older_than=age)
+        traces, runs = recovery.requeue_stale(older_than=age)
         self.stdout.write(f"queued {traces} trace(s) and {runs} run(s) again")

@@ -6,8 +6,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from runs import ingest
 from runs.models import Membership, Project, Trace
+from runs.services import ingest
 
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
 

@@ -1,0 +1,100 @@
+"""`POST /v1/traces`: the OTLP/HTTP trace receiver, answering as the OTLP specification says.
+
+Success is `200` with an `ExportTraceServiceResponse` in the request's encoding (with
+`partial_success.rejected_spans` and `error_message` when some spans were invalid). Failures
+carry a `google.rpc.Status` in the request's encoding: 400 undecodable, 401 no/unknown key,
+403 revoked key, 405 not POST, 413 too large, 415 unsupported content type, 429 rate limited
+(with Retry-After).
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from google.protobuf.internal.encoder import _VarintBytes
+from google.protobuf.json_format import MessageToJson
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ..services import otlp as otlp_ingest
+from . import auth, ratelimit
+
+# google.rpc.Code for each HTTP status we answer with
+RPC_CODES = {400: 3, 401: 16, 403: 7, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13}
+
+
+def _encoding_for_reply(request: HttpRequest) -> str:
+    media = request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+    return "json" if media == otlp_ingest.JSON else "proto"
+
+
+def _reply(message, encoding: str, status: int = 200) -> HttpResponse:  # type: ignore[no-untyped-def]
+    if encoding == "json":
+        return HttpResponse(
+            MessageToJson(message, indent=None), status=status, content_type=otlp_ingest.JSON
+        )
+    return HttpResponse(
+        message.SerializeToString(), status=status, content_type=otlp_ingest.PROTOBUF
+    )
+
+
+def rpc_status(code: int, message: str) -> bytes:
+    """Return a google.rpc.Status {code, message} in protobuf (encoded by hand: the
+    googleapis-common-protos package is not needed for two fields)."""
+    text = message.encode()
+    return b"\x08" + _VarintBytes(code) + b"\x12" + _VarintBytes(len(text)) + text
+
+
+def _error(message: str, status: int, encoding: str, **headers: str) -> HttpResponse:
+    code = RPC_CODES.get(status, 2)
+    if encoding == "json":
+        response = HttpResponse(
+            json.dumps({"code": code, "message": message}),
+            status=status,
+            content_type=otlp_ingest.JSON,
+        )
+    else:
+        response = HttpResponse(
+            rpc_status(code, message), status=status, content_type=otlp_ingest.PROTOBUF
+        )
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+@csrf_exempt
+def receive_traces(request: HttpRequest) -> HttpResponse:
+    """Take one OTLP/HTTP trace export request for the project of the Bearer key."""
+    encoding = _encoding_for_reply(request)
+    if request.method != "POST":
+        return _error("use POST", 405, encoding, Allow="POST")
+    try:
+        key = auth.authenticate_request(request)
+    except auth.AuthError as exc:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return _error(exc.message, exc.status, encoding, **headers)
+    except ratelimit.RateLimited as exc:
+        return _error(str(exc), 429, encoding, **{"Retry-After": str(exc.retry_after)})
+    try:
+        content_type = request.META.get("CONTENT_TYPE", "")
+        otlp_ingest.encoding_of(content_type)
+        body = request.read(settings.MAX_UPLOAD_BYTES + 1)
+        if len(body) > settings.MAX_UPLOAD_BYTES:
+            raise otlp_ingest.OtlpError(
+                f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
+            )
+        batch = otlp_ingest.read_batch(
+            body, content_type, request.META.get("HTTP_CONTENT_ENCODING", "")
+        )
+    except otlp_ingest.OtlpError as exc:
+        return _error(exc.message, exc.status, encoding)
+    otlp_ingest.store_batch(key.project, body, batch)
+    reply = ExportTraceServiceResponse()
+    if batch.rejected:
+        reply.partial_success.rejected_spans = batch.rejected
+        reply.partial_success.error_message = (
+            f"{batch.rejected} span(s) rejected: {batch.error_message}"
+        )
+    return _reply(reply, encoding)

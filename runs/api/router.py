@@ -1,0 +1,281 @@
+"""The JSON API (django-ninja Router): traces, runs, policy and the live check.
+
+Every endpoint acts on the project of the caller's API key (`Authorization: Bearer <key>`);
+an id from another project is 404, never 403. Endpoints are thin: they call the same services
+as the HTML views (`runs.services`).
+"""
+
+import time
+from datetime import date
+from typing import Literal
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import Field, File, Path, Query, Router, Schema, Status
+from ninja.errors import HttpError
+from ninja.files import UploadedFile
+from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.security import HttpBearer
+
+from ..importers import IMPORTERS
+from ..models import Run, Trace
+from ..services import analysis, downloads, filters, ingest, live
+from ..services import policy as policy_service
+from . import auth
+from .schemas import (
+    AnalyzeQueued,
+    CheckIn,
+    CheckOut,
+    ErrorOut,
+    PolicyIn,
+    PolicyOut,
+    RunDetailOut,
+    RunOut,
+    StepPage,
+    TraceAccepted,
+    TraceOut,
+)
+
+STEPS_PAGE_MAX = 1000
+MAX_ID = 2**63 - 1
+RUN_ID = Path(..., ge=1, le=MAX_ID, description="a run id")
+TRACE_ID = Path(..., ge=1, le=MAX_ID, description="a trace id")
+
+
+class ApiKeyAuth(HttpBearer):
+    """`Authorization: Bearer <key>`: the key's project is the one the API acts on."""
+
+    openapi_description = "A project API key (settings page or `manage.py create_api_key`)."
+
+    def __call__(self, request: HttpRequest) -> auth.KeyAuth:
+        # Unlike HttpBearer, a missing header gets the same clear 401 as a bad key.
+        return self.authenticate(request, auth.bearer_token(request))
+
+    def authenticate(self, request: HttpRequest, token: str) -> auth.KeyAuth:
+        return auth.authenticate_request(request)
+
+
+router = Router(auth=ApiKeyAuth())
+ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut}
+
+
+def _project(request: HttpRequest):  # type: ignore[no-untyped-def]
+    return request.auth.project
+
+
+def _run(request: HttpRequest, run_id: int) -> Run:
+    return get_object_or_404(_project(request).runs.select_related("trace"), pk=run_id)
+
+
+def _trace(request: HttpRequest, trace_id: int) -> Trace:
+    return get_object_or_404(_project(request).traces.defer("raw"), pk=trace_id)
+
+
+def _trace_out(trace: Trace) -> dict:
+    run_ids = list(trace.runs.order_by("id").values_list("id", flat=True)[:1000])
+    if not run_ids and trace.source == Trace.Source.OTLP:
+        run_ids = sorted(
+            set(trace.otlp_groups.exclude(run=None).values_list("run_id", flat=True)[:1000])
+        )
+    return {
+        "id": trace.pk,
+        "name": trace.name,
+        "status": trace.status,
+        "format": trace.format,
+        "declared_format": trace.declared_format,
+        "size": trace.size,
+        "source": trace.source,
+        "error": trace.error,
+        "warnings": [str(w) for w in trace.warnings or []],
+        "skipped_lines": trace.skipped_lines,
+        "created_at": trace.created_at,
+        "updated_at": trace.updated_at,
+        "run_ids": run_ids,
+    }
+
+
+@router.post(
+    "/traces",
+    response={202: TraceAccepted, 400: ErrorOut, 413: ErrorOut, 422: ErrorOut, **ERRORS},
+    tags=["traces"],
+    summary="Upload a trace file",
+)
+def upload_trace(
+    request: HttpRequest,
+    file: UploadedFile | None = File(None),  # noqa: B008 - ninja's idiom
+    format: str = Query("", description="force a format (default: detected)"),
+    name: str = Query("", max_length=255, description="file name (raw bodies)"),
+):
+    """Store a trace file and queue its import; returns at once with the trace id.
+
+    Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
+    (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
+    """
+    if format and format not in IMPORTERS:
+        raise HttpError(422, f"unknown format {format!r}; known: {', '.join(IMPORTERS)}")
+    limit = settings.MAX_UPLOAD_BYTES
+    if file is not None:
+        if file.size and file.size > limit:
+            raise HttpError(413, f"file of {file.size} bytes is over the limit of {limit} bytes")
+        data, name = file.read(), name or file.name or "upload"
+    elif request.content_type == "multipart/form-data":
+        raise HttpError(400, "multipart upload without a 'file' field")
+    else:
+        data = request.body
+        name = name or "upload"
+    if len(data) > limit:
+        raise HttpError(413, f"trace of {len(data)} bytes is over the limit of {limit} bytes")
+    if not data:
+        raise HttpError(400, "empty trace: send the file as multipart 'file' or as the body")
+    trace, created = ingest.store_trace(
+        _project(request), data, name=name, format=format, source=Trace.Source.API
+    )
+    return Status(
+        202,
+        {
+            "trace_id": trace.pk,
+            "status": trace.status,
+            "duplicate": not created,
+            "url": f"/api/traces/{trace.pk}",
+        },
+    )
+
+
+@router.get("/traces/{trace_id}", response={200: TraceOut, **ERRORS}, tags=["traces"])
+def get_trace(request: HttpRequest, trace_id: int = TRACE_ID):
+    """A trace's import status (received, parsing, analyzing, analyzed, failed), its error
+    message and warnings, and the ids of its runs."""
+    return _trace_out(_trace(request, trace_id))
+
+
+@router.get(
+    "/traces/{trace_id}/raw",
+    response=ERRORS,
+    tags=["traces"],
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "the bytes exactly as received",
+                "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def download_trace(request: HttpRequest, trace_id: int = TRACE_ID) -> HttpResponse:
+    """The trace's bytes exactly as they were received (possibly gzipped)."""
+    trace = get_object_or_404(_project(request).traces, pk=trace_id)
+    return downloads.raw_response(trace)
+
+
+class RunPages(LimitOffsetPagination):
+    """limit/offset paging with an upper bound on the offset too (a bigint overflow is no 500)."""
+
+    class Input(Schema):
+        limit: int = Field(
+            settings.NINJA_PAGINATION_PER_PAGE, ge=1, le=settings.NINJA_PAGINATION_MAX_LIMIT
+        )
+        offset: int = Field(0, ge=0, le=settings.NINJA_PAGINATION_MAX_OFFSET)
+
+
+@router.get("/runs", response={200: list[RunOut], **ERRORS}, tags=["runs"])
+@paginate(RunPages)
+def list_runs(
+    request: HttpRequest,
+    verdict: Literal["flagged", "pending", "ok", "warn", "stop", ""] = "",
+    detector: str = Query("", max_length=40),
+    tool: str = Query("", max_length=200),
+    format: str = Query("", max_length=40),
+    since: date | None = None,
+    until: date | None = None,
+    q: str = Query("", max_length=200, description="search names and external ids"),
+):
+    """The project's runs, newest first, with the filters of the runs list (`verdict` also
+    takes `flagged`: warn or stop; `q` matches words of tool names and arguments)."""
+    wanted = filters.RunFilters(
+        verdict=verdict,
+        detector=detector,
+        tool=tool,
+        format=format,
+        since=since,
+        until=until,
+        q=q,
+    )
+    runs = filters.apply(_project(request).runs.all(), wanted)
+    return runs.order_by("-created_at", "-id").defer("metadata", "summary")
+
+
+@router.get("/runs/{run_id}", response={200: RunDetailOut, **ERRORS}, tags=["runs"])
+def get_run(request: HttpRequest, run_id: int = RUN_ID):
+    """A run with its summary and findings (each with the message for the agent)."""
+    run = _run(request, run_id)
+    run.findings_list = list(run.findings.all())
+    return {
+        **{f: getattr(run, f) for f in RunDetailOut.model_fields if f != "findings"},
+        "findings": run.findings_list,
+    }
+
+
+@router.get("/runs/{run_id}/steps", response={200: StepPage, **ERRORS}, tags=["runs"])
+def list_steps(
+    request: HttpRequest,
+    run_id: int = RUN_ID,
+    from_: int = Query(0, alias="from", ge=0, le=2**31 - 1, description="first seq"),
+    limit: int = Query(200, ge=1, le=STEPS_PAGE_MAX),
+):
+    """A page of the run's steps in order, from seq `from`."""
+    run = _run(request, run_id)
+    steps = list(run.steps.filter(seq__gte=from_).order_by("seq")[: limit + 1])
+    next_from = steps[limit].seq if len(steps) > limit else None
+    return {"items": steps[:limit], "next_from": next_from}
+
+
+@router.post("/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"])
+def analyze_run(request: HttpRequest, run_id: int = RUN_ID):
+    """Queue the run for analysis again (with the project's current policy)."""
+    run = _run(request, run_id)
+    analysis.reanalyze(Run.objects.filter(pk=run.pk))
+    return Status(202, {"run_id": run.pk, "status": "queued"})
+
+
+@router.get("/policy", response={200: PolicyOut, **ERRORS}, tags=["policy"])
+def get_policy(request: HttpRequest):
+    """The project's detection policy: `{"defaults": {...}, "tools": {...}}`."""
+    return policy_service.current(_project(request))
+
+
+@router.put("/policy", response={200: PolicyOut, 422: ErrorOut, **ERRORS}, tags=["policy"])
+def put_policy(request: HttpRequest, payload: PolicyIn):
+    """Replace the project's policy (the `loopboard scan --policy` shape), record the change
+    and re-analyze the project's runs."""
+    project = _project(request)
+    try:
+        change = policy_service.save_policy(
+            project, policy_service.validate(payload.model_dump()), None
+        )
+    except ValueError as exc:
+        raise HttpError(422, str(exc)) from None
+    return {**policy_service.current(project), "reanalyzed": change.reanalyzed}
+
+
+@router.post(
+    "/check", response={200: CheckOut, 409: ErrorOut, 422: ErrorOut, **ERRORS}, tags=["live"]
+)
+def check(request: HttpRequest, payload: CheckIn):
+    """Would this next tool call be a loop? Give the run so far (a stored run's `run_id`, or
+    the `calls` made so far) and the next call; the answer's `message` is what the agent
+    should tell its model."""
+    started = time.perf_counter()
+    project = _project(request)
+    run = _run(request, payload.run_id) if payload.run_id is not None else None
+    steps = [live.step_from_call(i, call.model_dump()) for i, call in enumerate(payload.calls)]
+    try:
+        result = live.check_next_call(project, payload.tool, payload.args, run=run, steps=steps)
+    except policy_service.PolicyInvalid as exc:
+        raise HttpError(409, str(exc)) from None
+    return {
+        "verdict": result.verdict,
+        "findings": [finding.to_dict() for finding in result.findings],
+        "message": result.message,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+    }

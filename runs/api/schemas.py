@@ -1,0 +1,229 @@
+"""Schemas of the JSON API (django-ninja): every field listed explicitly."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from ninja import Field, Schema
+from pydantic import ConfigDict, field_validator
+
+from ..importers.base import json_depth_ok as json_depth
+
+
+def _bounded(value: Any) -> Any:
+    """Refuse JSON values that nest deeper than LOOPBOARD_MAX_JSON_DEPTH."""
+    if not json_depth(value, settings.LOOPBOARD_MAX_JSON_DEPTH):
+        raise ValueError(f"nests deeper than {settings.LOOPBOARD_MAX_JSON_DEPTH} levels")
+    return value
+
+
+class ErrorOut(Schema):
+    """An error: what went wrong, in words."""
+
+    detail: str
+
+
+class TraceAccepted(Schema):
+    """A trace was stored and queued (or was already there: duplicate)."""
+
+    trace_id: int
+    status: str
+    duplicate: bool
+    url: str
+
+
+class TraceOut(Schema):
+    """A stored trace and how its import went."""
+
+    id: int
+    name: str
+    status: str
+    format: str
+    declared_format: str
+    size: int
+    source: str
+    error: str
+    warnings: list[str]
+    skipped_lines: int
+    created_at: datetime
+    updated_at: datetime
+    run_ids: list[int]
+
+
+class RunOut(Schema):
+    """One run in a list: its verdict, stall score and counts."""
+
+    id: int
+    name: str
+    external_id: str
+    format: str
+    verdict: str
+    stall_score: float
+    step_count: int
+    tool_call_count: int
+    waste_steps: int
+    detectors: list[str]
+    tools: list[str]
+    trace_id: int | None
+    created_at: datetime
+    analyzed_at: datetime | None
+
+
+class FindingOut(Schema):
+    """One thing the engine found in a run, with the message meant for the agent."""
+
+    detector: str
+    severity: str
+    tool: str
+    signature: str
+    seqs: list[int]
+    count: int
+    threshold: int
+    fired_at: int
+    stop_at: int | None
+    rule: str
+    message: str
+    waste_steps: int
+    waste_tokens: int | None
+    waste_cost: float | None
+    waste_seconds: float | None
+
+
+class RunDetailOut(Schema):
+    """A run with its summary and findings."""
+
+    id: int
+    name: str
+    external_id: str
+    format: str
+    verdict: str
+    stall_score: float
+    step_count: int
+    tool_call_count: int
+    detectors: list[str]
+    tools: list[str]
+    trace_id: int | None
+    metadata: dict[str, Any]
+    started_at: datetime | None
+    ended_at: datetime | None
+    created_at: datetime
+    analyzed_at: datetime | None
+    waste_steps: int
+    waste_tokens: int | None
+    waste_cost: float | None
+    waste_seconds: float | None
+    findings: list[FindingOut]
+
+
+class StepOut(Schema):
+    """One step of a run in the common trace model."""
+
+    seq: int
+    kind: str
+    source_id: str
+    parent_id: str
+    tool: str
+    args: Any
+    result: Any
+    status: str
+    batch_id: str
+    text: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    tokens_in: int | None
+    tokens_out: int | None
+    cost: float | None
+    call_sig: str
+
+
+class StepPage(Schema):
+    """A page of steps; pass `next_from` as `from` for the next page (null at the end)."""
+
+    items: list[StepOut]
+    next_from: int | None
+
+
+class AnalyzeQueued(Schema):
+    """A run queued for analysis."""
+
+    run_id: int
+    status: str
+
+
+class PolicyIn(Schema):
+    """A project policy, as `loopboard scan --policy` reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("defaults", "tools")
+    @classmethod
+    def check_depth(cls, value: Any) -> Any:
+        return _bounded(value)
+
+
+class PolicyOut(Schema):
+    """The project's policy; after a PUT, also how many runs are being re-analyzed."""
+
+    defaults: dict[str, Any]
+    tools: dict[str, dict[str, Any]]
+    reanalyzed: int | None = None
+
+
+class CallIn(Schema):
+    """One earlier step for the live check: a tool call (tool, args, result, status) or a
+    message (role + text). A `user` message starts a new turn."""
+
+    tool: str | None = None
+    args: Any = None
+    result: Any = None
+    status: str = "ok"
+    role: str | None = None
+    text: str | None = None
+    id: str | None = None
+    parent_id: str | None = None
+
+    @field_validator("args", "result")
+    @classmethod
+    def check_depth(cls, value: Any) -> Any:
+        return _bounded(value)
+
+
+class CheckIn(Schema):
+    """The next tool call, and the run so far: a stored run's id, or the calls themselves."""
+
+    tool: str = Field(min_length=1, max_length=200)
+    args: Any = None
+    run_id: int | None = Field(None, ge=1, le=2**63 - 1)
+    calls: list[CallIn] = Field(default_factory=list, max_length=10_000)
+
+    @field_validator("args")
+    @classmethod
+    def check_depth(cls, value: Any) -> Any:
+        return _bounded(value)
+
+
+class CheckFindingOut(Schema):
+    """A finding the next call would trigger."""
+
+    detector: str
+    severity: str
+    tool: str | None
+    count: int
+    threshold: int
+    seqs: list[int]
+    rule: str
+    message: str
+
+
+class CheckOut(Schema):
+    """ok / warn / stop, the findings, and what to tell the model ("" when ok)."""
+
+    verdict: str
+    findings: list[CheckFindingOut]
+    message: str
+    elapsed_ms: float

@@ -1,0 +1,39 @@
+"""Who may see what: a user sees only the projects they belong to (404 otherwise)."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from ..models import Project, Run, Trace
+
+
+def projects_for(user) -> QuerySet[Project]:
+    """Return the projects the user is a member of."""
+    if not user.is_authenticated:
+        return Project.objects.none()
+    return Project.objects.filter(memberships__user=user)
+
+
+def runs_for(user) -> QuerySet[Run]:
+    return Run.objects.filter(project__in=projects_for(user))
+
+
+def traces_for(user) -> QuerySet[Trace]:
+    return Trace.objects.filter(project__in=projects_for(user))
+
+
+def get_run(user, run_id: int) -> Run:
+    """Return the run if the user may see it; 404 (never 403, so ids do not leak)."""
+    return get_object_or_404(runs_for(user).select_related("project", "trace"), pk=run_id)
+
+
+def get_trace(user, trace_id: int) -> Trace:
+    return get_object_or_404(traces_for(user).defer("raw"), pk=trace_id)
+
+
+def get_project(user, slug_or_id: str | int) -> Project:
+    projects = projects_for(user)
+    if isinstance(slug_or_id, int) or str(slug_or_id).isdigit():
+        return get_object_or_404(projects, pk=int(slug_or_id))
+    return get_object_or_404(projects, slug=slug_or_id)

@@ -1,0 +1,238 @@
+"""Services: a stored run -> the detection engine -> stored findings and verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.contrib.postgres.search import SearchVector
+from django.db import connection, transaction
+from django.db.models import QuerySet, Value
+from django.utils import timezone
+from psycopg.types.json import Jsonb
+
+import detection
+
+from ..models import Finding, LedgerRow, Run, Trace, Verdict
+from . import queue, storage, summary
+from .policy import engine_policy_or_default
+
+MAX_TURNS = 2000
+SEARCH_ARGS_CHARS = 200  # of each distinct argument object
+SEARCH_TEXT_CHARS = 8000  # per run: bounds the tsvector at 100k steps
+NON_WORD = re.compile(r"[\W_]+")  # file names are one token to the parser: split them
+
+
+def analyze_run(
+    run_id: int,
+    policy: detection.Policy | None = None,
+    steps: Iterable[detection.Step] | None = None,
+) -> Run | None:
+    """Run the engine over one stored run and replace its findings and summary.
+
+    `steps`, when given, are the run's steps as stored (see `ingest.store_runs`): they are
+    analyzed without reading them back.
+    """
+    run = Run.objects.select_related("project").filter(pk=run_id).first()
+    if run is None:
+        return None  # deleted meanwhile
+    if policy is None:
+        policy, _warning = engine_policy_or_default(run.project)
+    analyze_runs([(run, storage.iter_steps(run.pk) if steps is None else steps)], policy)
+    return run
+
+
+def analyze_runs(
+    items: Iterable[tuple[Run, Iterable[detection.Step]]],
+    policy: detection.Policy,
+    *,
+    finish_traces: bool = True,
+) -> list[Run]:
+    """Analyze stored runs (each with its steps) and write their findings, ledgers and
+    summaries; see `write`."""
+    return write(prepare(items, policy), finish_traces=finish_traces)
+
+
+@dataclass(slots=True)
+class Analyzed:
+    """One run's analysis, its summary columns already set on `run` (not yet written)."""
+
+    run: Run
+    result: detection.Analysis
+    seen: StepSample
+    search_text: str
+
+
+def prepare(
+    items: Iterable[tuple[Run, Iterable[detection.Step]]], policy: detection.Policy
+) -> list[Analyzed]:
+    """Run the engine over each run's steps and set the run's summary columns in memory (the
+    run need not be saved yet: `ingest.store_runs` inserts new runs already summarized)."""
+    now = timezone.now()
+    out = []
+    for run, steps in items:
+        seen = StepSample()
+        result = detection.analyze(seen.watch(steps), policy)
+        _summarize(run, result, seen, now)
+        out.append(
+            Analyzed(run, result, seen, f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}")
+        )
+    return out
+
+
+def search_vector(item: Analyzed) -> SearchVector:
+    """The expression that writes a run's search column (for an INSERT)."""
+    return SearchVector(Value(item.search_text), config="simple")
+
+
+def write(
+    analyzed: list[Analyzed], *, inserted: Iterable[int] = (), finish_traces: bool = True
+) -> list[Run]:
+    """Write analyses: replace the findings and ledgers, and the summary columns of the runs
+    not just `inserted` with them (see `ingest.store_runs`). The one place analysis results
+    are written, a few statements for all the runs together, in one transaction. With
+    finish_traces, the traces of the runs are marked analyzed once none of their runs waits.
+    """
+    if not analyzed:
+        return []
+    inserted = set(inserted)
+    existing = [a.run.pk for a in analyzed if a.run.pk not in inserted]
+    with transaction.atomic():
+        if existing:
+            Finding.objects.filter(run_id__in=existing).delete()
+            LedgerRow.objects.filter(run_id__in=existing).delete()
+        Finding.objects.bulk_create(
+            finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
+        )
+        storage.copy_rows(
+            LedgerRow._meta.db_table,
+            LEDGER_COLUMNS,
+            (row for a in analyzed for row in ledger_values(a.run.pk, a.result.ledger)),
+        )
+        updates = [
+            (a.run.verdict, a.run.stall_score, a.run.waste_steps, a.run.waste_tokens,
+             a.run.waste_cost, a.run.waste_seconds, a.run.detectors, Jsonb(a.run.summary),
+             a.run.analyzed_at, a.search_text, a.run.pk)
+            for a in analyzed
+            if a.run.pk not in inserted
+        ]  # fmt: skip
+        if updates:
+            with connection.cursor() as cursor:
+                cursor.executemany(RUN_UPDATE, updates)
+        if finish_traces:
+            for trace_id in sorted({a.run.trace_id for a in analyzed if a.run.trace_id}):
+                finish_trace(trace_id)
+    return [a.run for a in analyzed]
+
+
+# The search column is what SearchVector(Value(text), config="simple") would write.
+RUN_UPDATE = f"""
+    UPDATE {Run._meta.db_table} SET verdict = %s, stall_score = %s, waste_steps = %s,
+        waste_tokens = %s, waste_cost = %s, waste_seconds = %s, detectors = %s::varchar(40)[],
+        summary = %s, analyzed_at = %s,
+        search = to_tsvector('simple'::regconfig, COALESCE(%s, ''))
+    WHERE id = %s
+"""
+LEDGER_COLUMNS = ("run_id", "seq", "tool", "repeat_of", "count")
+
+
+def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now: datetime) -> None:
+    """Set the run's summary columns from one analysis (not saved)."""
+    waste = result.waste
+    run.verdict = result.verdict
+    run.stall_score = round(result.stall_score, 4)
+    run.waste_steps = waste.steps if waste else 0
+    run.waste_tokens = waste.tokens if waste else None
+    run.waste_cost = waste.cost if waste else None
+    run.waste_seconds = waste.seconds if waste else None
+    run.detectors = sorted(
+        {f.detector for f in result.findings if f.severity != Finding.Severity.INFO}
+    )
+    run.summary = summary.build(result, seen.turns, run.step_count).to_json()
+    run.analyzed_at = now
+
+
+def finish_trace(trace_id: int) -> None:
+    """Mark a trace analyzed once none of its runs waits for analysis."""
+    (
+        Trace.objects.filter(pk=trace_id, status=Trace.Status.ANALYZING)
+        .exclude(runs__verdict=Verdict.PENDING)
+        .update(status=Trace.Status.ANALYZED, updated_at=timezone.now())
+    )
+
+
+def finding_row(run: Run, finding: detection.Finding) -> Finding:
+    """Return the unsaved row for one engine finding."""
+    waste = finding.waste
+    return Finding(
+        run=run,
+        detector=finding.detector,
+        severity=finding.severity,
+        tool=(finding.tool or "")[:200],
+        signature=(finding.signature or "")[:200],
+        seqs=list(finding.seqs)[:5000],
+        count=finding.count,
+        threshold=finding.threshold or 0,
+        fired_at=finding.fired_at or 0,
+        stop_at=finding.stop_at,
+        rule=(finding.rule or "")[:255],
+        message=finding.message,
+        waste_steps=waste.steps if waste else 0,
+        waste_tokens=waste.tokens if waste else None,
+        waste_cost=waste.cost if waste else None,
+        waste_seconds=waste.seconds if waste else None,
+    )
+
+
+def reanalyze(runs: QuerySet[Run]) -> int:
+    """Queue analysis of the given runs once the transaction commits; return how many."""
+    ids = list(runs.values_list("pk", flat=True))
+    queue.queue_analysis(ids)
+    return len(ids)
+
+
+@dataclass
+class StepSample:
+    """What the pages need from a pass over the steps, gathered while the engine reads them."""
+
+    turns: list[int] = field(default_factory=list)  # seqs of user messages
+    tools: set[str] = field(default_factory=set)
+    args: list[str] = field(default_factory=list)
+    args_chars: int = 0
+
+    def watch(self, steps: Iterable[detection.Step]) -> Iterator[detection.Step]:
+        """Yield the steps unchanged, noting turns, tool names and a bounded args sample."""
+        for step in steps:
+            if step.kind == "user":
+                if len(self.turns) < MAX_TURNS:
+                    self.turns.append(step.seq)
+            elif step.kind == "tool_call" and step.tool:
+                self.tools.add(step.tool[:200])
+                if self.args_chars < SEARCH_TEXT_CHARS and step.args not in (None, {}, []):
+                    text = _args_text(step.args)
+                    if text not in self.args:
+                        self.args.append(text)
+                        self.args_chars += len(text)
+            yield step
+
+    def search_text(self) -> str:
+        """Return the text the runs list searches: tool names, then the args sample."""
+        return " ".join([*sorted(self.tools), *self.args])[: SEARCH_TEXT_CHARS * 2]
+
+
+def _args_text(args) -> str:
+    try:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(args)
+    return text[:SEARCH_ARGS_CHARS]
+
+
+def ledger_values(run_id: int, ledger: Iterable[detection.LedgerEntry]) -> Iterator[tuple]:
+    """Yield the column values (LEDGER_COLUMNS) of the ledger's repeated calls."""
+    for entry in ledger:
+        if entry.repeat_of is not None and entry.count > 1:
+            yield (run_id, entry.seq, (entry.tool or "")[:200], entry.repeat_of, entry.count)

@@ -1,0 +1,222 @@
+"""Services: store a received trace, then turn it into runs and steps in the worker."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import detection
+
+from .. import importers
+from ..importers import TraceError
+from ..models import Project, Run, Step, Trace, Verdict
+from . import analysis, queue, storage
+from .policy import engine_policy_or_default
+
+log = logging.getLogger(__name__)
+
+
+def store_trace(
+    project: Project,
+    data: bytes,
+    *,
+    name: str,
+    format: str = "",
+    source: str = Trace.Source.UPLOAD,
+    user=None,
+) -> tuple[Trace, bool]:
+    """Keep the raw bytes as a Trace and queue its ingest; the same bytes give the same trace.
+
+    Returns (trace, created). Nothing is parsed here: the request returns at once.
+    """
+    digest = hashlib.sha256(data).hexdigest()
+    with transaction.atomic():
+        trace, created = Trace.objects.get_or_create(
+            project=project,
+            sha256=digest,
+            defaults={
+                "name": name[:255] or "trace",
+                "size": len(data),
+                "raw": data,
+                "declared_format": format,
+                "source": source,
+                "uploaded_by": user if user and user.is_authenticated else None,
+            },
+        )
+        if created:
+            queue.queue_ingest([trace.pk])
+    return trace, created
+
+
+def import_limits() -> importers.Limits:
+    """Return the importer limits configured for this deployment."""
+    return importers.Limits(max_bytes=max(settings.MAX_UPLOAD_BYTES * 20, 1 << 20))
+
+
+def ingest_trace(trace_id: int) -> None:
+    """Parse a stored trace into runs and steps, all or nothing, and queue their analysis.
+
+    Safe to run twice: a trace that is already past parsing is left alone, and a run is
+    inserted in the same transaction that moves the trace on.
+    """
+    claimed = Trace.objects.filter(
+        pk=trace_id, status__in=[Trace.Status.RECEIVED, Trace.Status.PARSING]
+    ).update(status=Trace.Status.PARSING, updated_at=timezone.now())
+    if not claimed:
+        return
+    trace = Trace.objects.select_related("project").get(pk=trace_id)
+    try:
+        engine_policy, policy_warning = engine_policy_or_default(trace.project)
+        with transaction.atomic():
+            trace.runs.all().delete()  # leftovers of an attempt that died are never kept
+            run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
+            for parsed in importers.iter_runs(
+                bytes(trace.raw),
+                source=trace.name,
+                format=trace.declared_format or None,
+                limits=import_limits(),
+            ):
+                run = store_run(trace.project, parsed, trace=trace, policy=engine_policy)
+                run_ids.append(run.pk)
+                skipped = max(skipped, parsed.skipped)
+                warnings = warnings or parsed.warnings
+                format_ = parsed.format
+            if not run_ids:
+                raise TraceError("the file holds no run (no steps found)", source=trace.name)
+            Trace.objects.filter(pk=trace.pk).update(
+                status=Trace.Status.ANALYZING,
+                format=format_,
+                skipped_lines=skipped,
+                warnings=([policy_warning] if policy_warning else []) + warnings[:100],
+                error="",
+                updated_at=timezone.now(),
+            )
+            queue.queue_analysis(run_ids)
+    except TraceError as exc:
+        _fail(trace, str(exc))
+    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
+        log.exception("import of trace %s failed", trace_id)
+        _fail(trace, f"{trace.name}: could not be read: {exc.__class__.__name__}: {exc}")
+
+
+def _fail(trace: Trace, message: str) -> None:
+    Trace.objects.filter(pk=trace.pk).update(
+        status=Trace.Status.FAILED, error=message[:5000], updated_at=timezone.now()
+    )
+
+
+@dataclass(slots=True)
+class NewRun:
+    """One parsed run to store: under a new id, or replacing the steps of `run_id`."""
+
+    parsed: detection.Run
+    trace_id: int | None  # the Trace it came from
+    run_id: int | None = None  # an existing run to rebuild in place (same id)
+
+
+def store_run(
+    project: Project,
+    parsed: detection.Run,
+    *,
+    trace: Trace | None,
+    policy: detection.Policy | None = None,
+) -> Run:
+    """Insert one parsed run and its steps (the caller's transaction is the unit)."""
+    [(run, _steps)] = store_runs(project, [NewRun(parsed, trace.pk if trace else None)], policy)
+    return run
+
+
+def store_runs(
+    project: Project,
+    entries: Sequence[NewRun],
+    policy: detection.Policy | None = None,
+    *,
+    analyze: bool = False,
+) -> list[tuple[Run, list[detection.Step]]]:
+    """Insert (or rebuild in place) runs and their steps, the steps with one COPY.
+
+    Returns each run with its steps exactly as the engine reads them back from the database
+    (`storage.iter_steps`). With analyze=True the steps are analyzed from memory and the
+    results written too (`analysis.write`), new runs inserted with their summary at once.
+    The caller's transaction is the unit; an entry whose `run_id` no longer exists is
+    inserted.
+    """
+    policy = policy or detection.Policy()
+    wanted = [e.run_id for e in entries if e.run_id is not None]
+    existing = (
+        set(Run.objects.filter(pk__in=wanted).values_list("pk", flat=True)) if wanted else set()
+    )
+    fresh: list[Run] = []
+    rebuilt: list[Run] = []
+    out: list[Run] = []
+    for entry in entries:
+        run = _run_row(project, entry.parsed, entry.trace_id)
+        if entry.run_id in existing:
+            run.pk = entry.run_id
+            rebuilt.append(run)
+        else:
+            fresh.append(run)
+        out.append(run)
+    rows = [[storage.step_values(None, step, policy) for step in e.parsed.steps] for e in entries]
+    stored = [
+        (run, [read_back for _, read_back in steps]) for run, steps in zip(out, rows, strict=True)
+    ]
+    analyzed = analysis.prepare(stored, policy) if analyze else []
+    for item in analyzed:
+        if item.run.pk is None:  # inserted with its search column
+            item.run.search = analysis.search_vector(item)
+    if fresh:
+        Run.objects.bulk_create(fresh)
+    if rebuilt:
+        Step.objects.filter(run_id__in=[r.pk for r in rebuilt]).delete()
+        for run in rebuilt:
+            Run.objects.filter(pk=run.pk).update(
+                trace_id=run.trace_id,
+                external_id=run.external_id,
+                name=run.name,
+                format=run.format,
+                metadata=run.metadata,
+                step_count=run.step_count,
+                tool_call_count=run.tool_call_count,
+                tools=run.tools,
+                started_at=run.started_at,
+                ended_at=run.ended_at,
+                verdict=Verdict.PENDING,
+            )
+    storage.copy_rows(
+        Step._meta.db_table,
+        storage.STEP_COLUMNS,
+        (
+            (run.pk, *values[1:])
+            for run, steps in zip(out, rows, strict=True)
+            for values, _ in steps
+        ),
+    )
+    if analyze:
+        analysis.write(analyzed, inserted=[run.pk for run in fresh], finish_traces=False)
+    return stored
+
+
+def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> Run:
+    steps = parsed.steps
+    times = [t for s in steps for t in (s.started_at, s.ended_at) if t is not None]
+    return Run(
+        project=project,
+        trace_id=trace_id,
+        external_id=storage.clean_text(parsed.id[:255]),
+        name=storage.clean_text((parsed.name or parsed.id)[:255]),
+        format=parsed.format,
+        metadata=parsed.metadata,
+        step_count=len(steps),
+        tool_call_count=sum(1 for s in steps if s.kind == "tool_call"),
+        tools=sorted({storage.clean_text(s.tool[:200]) for s in steps if s.tool})[:200],
+        started_at=storage.timestamp(min(times)) if times else None,
+        ended_at=storage.timestamp(max(times)) if times else None,
+        verdict=Verdict.PENDING,
+    )

@@ -1,0 +1,236 @@
+"""A project's detection policy: the one validation, loading, saving, and the back-test.
+
+Every path that changes a policy goes through `save_policy`, which validates with `validate`
+first: the API, the Tuning page and the admin. A policy that is invalid anyway (a row edited
+in the database) never breaks an upload: `engine_policy_or_default` falls back to the built-in
+defaults and says why, and `engine_policy` raises `PolicyInvalid` with the reason.
+
+The back-test re-runs the engine in the request, so it is bounded: at most BACKTEST_RUNS
+recent runs and BACKTEST_STEPS steps in all, and BACKTEST_SECONDS of work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import QuerySet
+
+import detection
+
+from ..models import PolicyChange, Project, Run, ToolPolicy
+from . import queue, storage
+
+BACKTEST_RUNS = 200
+BACKTEST_STEPS = 300_000
+BACKTEST_SECONDS = 10.0
+INT_LIMIT = 2**31 - 1  # what a ToolPolicy integer column holds
+TOOL_PATTERN_CHARS = 200
+
+
+class PolicyInvalid(ValueError):
+    """A stored policy that the engine cannot use; the message says which key and why."""
+
+
+def validate(data: Any) -> dict:
+    """Return the policy in canonical `{"defaults", "tools"}` shape, or raise ValueError.
+
+    The engine checks keys, types and `1 <= warn <= stop` (the message names the bad key);
+    this also refuses what the engine accepts but the ToolPolicy rows cannot hold (negative
+    or huge numbers, an empty or over-long tool pattern).
+    """
+    canonical = detection.Policy.from_dict(data).to_dict()
+    tables = [("defaults", canonical.get("defaults", {}))]
+    for tool, table in canonical.get("tools", {}).items():
+        if not tool or len(tool) > TOOL_PATTERN_CHARS:
+            raise ValueError(
+                f"tools: a tool name or glob must be 1 to {TOOL_PATTERN_CHARS} characters: {tool!r}"
+            )
+        tables.append((f'tools."{tool}"', table))
+    for where, table in tables:
+        _check_bounds(where, table)
+        for name, sub in (table.get("detectors") or {}).items():
+            _check_bounds(f"{where}.detectors.{name}", sub)
+    return canonical
+
+
+def _check_bounds(where: str, table: dict) -> None:
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not 0 <= value <= INT_LIMIT:
+            raise ValueError(f"{where}.{key}: expected a number from 0 to {INT_LIMIT}")
+
+
+def row_dict(row: ToolPolicy) -> dict:
+    """Return a policy row's set fields in the policy's TOML shape (unset fields left out)."""
+    values = {name: getattr(row, name) for name in ToolPolicy.FIELDS}
+    return {k: v for k, v in values.items() if v not in (None, "", [], {})}
+
+
+def current(project: Project) -> dict:
+    """Return the project's stored policy: `{"defaults": {...}, "tools": {...}}`."""
+    defaults: dict = {}
+    tools: dict = {}
+    for row in project.tool_policies.all():
+        if row.tool:
+            tools[row.tool] = row_dict(row)
+        else:
+            defaults = row_dict(row)
+    return {"defaults": defaults, "tools": tools}
+
+
+def engine_policy(project: Project) -> detection.Policy:
+    """Return the project's policy for the engine, or raise PolicyInvalid saying why."""
+    try:
+        return detection.Policy.from_dict(current(project))
+    except ValueError as exc:
+        raise PolicyInvalid(
+            f"the policy of project {project.slug!r} is invalid: {exc}; fix it on the Tuning page"
+        ) from None
+
+
+def engine_policy_or_default(project: Project) -> tuple[detection.Policy, str]:
+    """Return the project's policy and '', or the built-in defaults and why they are used."""
+    try:
+        return engine_policy(project), ""
+    except PolicyInvalid as exc:
+        return detection.Policy(), f"{exc}; the built-in defaults were used"
+
+
+@dataclass
+class Change:
+    run: Run
+    before: str
+    after: str
+    findings: list = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        flagged = ("warn", "stop")
+        if self.before not in flagged and self.after in flagged:
+            return "flagged"
+        if self.before in flagged and self.after not in flagged:
+            return "cleared"
+        return "changed"
+
+
+@dataclass
+class Backtest:
+    examined: int
+    changes: list[Change]
+    stopped_early: bool
+    seconds: float
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.changes if c.kind == kind)
+
+    @property
+    def newly_flagged(self) -> int:
+        return self.count("flagged")
+
+    @property
+    def cleared(self) -> int:
+        return self.count("cleared")
+
+    @property
+    def changed(self) -> int:
+        return self.count("changed")
+
+
+def backtest(project: Project, policy: dict, *, limit: int = BACKTEST_RUNS) -> Backtest:
+    """Re-run the engine with a draft policy over recent runs; return the verdicts it changes."""
+    engine_policy = detection.Policy.from_dict(policy)
+    began = time.monotonic()
+    runs = (
+        Run.objects.filter(project=project)
+        .exclude(verdict="pending")
+        .only("id", "name", "verdict", "step_count", "created_at", "project_id")
+        .order_by("-created_at", "-id")[:limit]
+    )
+    examined, steps, changes, stopped = 0, 0, [], False
+    for run in runs:
+        if steps + run.step_count > BACKTEST_STEPS or time.monotonic() - began > BACKTEST_SECONDS:
+            stopped = True
+            break
+        result = detection.analyze(storage.iter_steps(run.pk), engine_policy)
+        examined += 1
+        steps += run.step_count
+        if result.verdict != run.verdict:
+            worst = [f for f in result.findings if f.severity != "info"][:1]
+            changes.append(Change(run, run.verdict, result.verdict, worst))
+    return Backtest(examined, changes, stopped, time.monotonic() - began)
+
+
+def project_tools(project: Project) -> list[str]:
+    """Return the distinct tool names seen in the project's runs."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT unnest(tools) FROM runs_run WHERE project_id = %s", [project.pk]
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def affected_runs(project: Project, before: dict, after: dict) -> QuerySet[Run]:
+    """Return the runs a policy change can alter: all when defaults change, else by tool."""
+    runs = Run.objects.filter(project=project)
+    if before.get("defaults") != after.get("defaults"):
+        return runs
+    old, new = before.get("tools", {}), after.get("tools", {})
+    patterns = {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
+    if not patterns:
+        return runs.none()
+    tools = [t for t in project_tools(project) if any(fnmatchcase(t, p) for p in patterns)]
+    return runs.filter(tools__overlap=tools) if tools else runs.none()
+
+
+def describe(before: dict, after: dict) -> str:
+    """Return a one-line-per-change summary of a policy change."""
+    lines = []
+    for key in sorted(before.get("defaults", {}).keys() | after.get("defaults", {}).keys()):
+        a, b = before.get("defaults", {}).get(key), after.get("defaults", {}).get(key)
+        if a != b:
+            lines.append(f"defaults.{key}: {a!r} → {b!r}")
+    old, new = before.get("tools", {}), after.get("tools", {})
+    for tool in sorted(old.keys() | new.keys()):
+        if tool not in new:
+            lines.append(f"removed tool row {tool}")
+        elif tool not in old:
+            lines.append(f"added tool row {tool}: {new[tool]}")
+        elif old[tool] != new[tool]:
+            lines.append(f"{tool}: {old[tool]} → {new[tool]}")
+    return "\n".join(lines)
+
+
+def save_policy(project: Project, policy: dict, user) -> PolicyChange:
+    """Replace the project's policy rows, record who changed what, re-analyze affected runs.
+
+    Raises ValueError (from `validate`) when the policy is invalid; nothing is written then.
+    """
+    validate(policy)
+    before = current(project)
+    with transaction.atomic():
+        rows = {"": policy.get("defaults", {})} | policy.get("tools", {})
+        ToolPolicy.objects.filter(project=project).exclude(tool__in=list(rows)).delete()
+        for tool, values in rows.items():
+            fields = {name: values.get(name) for name in ToolPolicy.FIELDS}
+            fields["volatile"] = fields["volatile"] or []
+            fields["detectors"] = fields["detectors"] or {}
+            fields["scope"] = fields["scope"] or ""
+            ToolPolicy.objects.update_or_create(
+                project=project, tool=tool, defaults=fields | {"updated_by": user}
+            )
+        after = current(project)
+        run_ids = list(affected_runs(project, before, after).values_list("pk", flat=True))
+        queue.queue_analysis(run_ids)
+        return PolicyChange.objects.create(
+            project=project,
+            user=user,
+            before=before,
+            after=after,
+            summary=describe(before, after),
+            reanalyzed=len(run_ids),
+        )

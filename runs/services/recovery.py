@@ -1,0 +1,52 @@
+"""Heal what a dead worker or a lost task left behind: queue it again.
+
+Tasks are idempotent (each claims its row first), so queueing work that is in fact still
+running costs a task that exits at once, never a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import Run, Trace, Verdict
+from . import otlp, queue
+
+log = logging.getLogger(__name__)
+
+
+def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
+    """Queue again the traces and runs that a dead worker left unfinished, and the OTLP span
+    groups left unassembled past the quiet period (a lost countdown task must not strand
+    spans; the assembly still waits for trace ids that are not quiet yet).
+
+    Returns (traces, runs) queued. With older_than=None the configured ages are used
+    (LOOPBOARD_STALE_SECONDS; the OTLP quiet period for span groups).
+    """
+    stranded = otlp.stranded(older_than=older_than)
+    for project_id, trace_ids in stranded.items():
+        for start in range(0, len(trace_ids), otlp.ASSEMBLE_CHUNK * 10):
+            chunk = trace_ids[start : start + otlp.ASSEMBLE_CHUNK * 10]
+            queue.queue_assembly(project_id, chunk, quiet=True)
+    if stranded:
+        count = sum(map(len, stranded.values()))
+        log.info("queued the assembly of %d stranded OTLP trace id(s)", count)
+    if older_than is None:
+        older_than = timedelta(seconds=settings.LOOPBOARD_STALE_SECONDS)
+    cutoff = timezone.now() - older_than
+    trace_ids = list(
+        Trace.objects.filter(
+            status__in=[Trace.Status.RECEIVED, Trace.Status.PARSING], updated_at__lte=cutoff
+        ).values_list("pk", flat=True)
+    )
+    run_ids = list(
+        Run.objects.filter(verdict=Verdict.PENDING, created_at__lte=cutoff).values_list(
+            "pk", flat=True
+        )
+    )
+    queue.queue_ingest(trace_ids)
+    queue.queue_analysis(run_ids)
+    return len(trace_ids), len(run_ids)

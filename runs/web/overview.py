@@ -1,0 +1,87 @@
+"""Services: the overview page's figures, over the runs a user may see."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from detection import catalogue
+
+from ..models import Finding, Run
+from ..services import access
+from . import charts
+
+DAYS = 30
+
+
+def overview(user, days: int = DAYS) -> dict:
+    """Return totals and charts: runs per day, top looping tools, waste by tool and detector."""
+    project_ids = list(access.projects_for(user).values_list("pk", flat=True))
+    runs = Run.objects.filter(project_id__in=project_ids)
+    flagged_q = Q(verdict__in=["warn", "stop"])
+    totals = runs.aggregate(
+        runs=Count("id"),
+        flagged=Count("id", filter=flagged_q),
+        steps=Sum("step_count"),
+        waste_steps=Sum("waste_steps"),
+        waste_tokens=Sum("waste_tokens"),
+        waste_cost=Sum("waste_cost"),
+        waste_seconds=Sum("waste_seconds"),
+    )
+    today = timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    per_day = {
+        row["day"]: row
+        for row in runs.filter(created_at__date__gte=first)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(total=Count("id"), flagged=Count("id", filter=flagged_q))
+    }
+    series = []
+    for i in range(days):
+        day = first + timedelta(days=i)
+        row = per_day.get(day, {})
+        series.append((day, row.get("total", 0), row.get("flagged", 0)))
+    findings = Finding.objects.filter(run__project_id__in=project_ids).exclude(severity="info")
+    by_tool = list(
+        findings.exclude(tool="")
+        .values("tool")
+        .annotate(
+            n=Count("id"),
+            runs=Count("run", distinct=True),
+            steps=Sum("waste_steps"),
+            tokens=Sum("waste_tokens"),
+            cost=Sum("waste_cost"),
+        )
+        .order_by("-n")[:10]
+    )
+    by_detector = list(
+        findings.values("detector")
+        .annotate(
+            n=Count("id"),
+            steps=Sum("waste_steps"),
+            tokens=Sum("waste_tokens"),
+            cost=Sum("waste_cost"),
+        )
+        .order_by("-steps", "-n")[:12]
+    )
+    for row in by_detector:
+        row["title"] = catalogue.title(row["detector"])
+    by_waste_tool = sorted(by_tool, key=lambda r: r["steps"] or 0, reverse=True)
+    return {
+        "totals": totals,
+        "days": days,
+        "day_chart": charts.daily_columns(series, width=900, height=180),
+        "tool_chart": charts.bars([(r["tool"], r["n"]) for r in by_tool], unit=" loop"),
+        "waste_tool_chart": charts.bars(
+            [(r["tool"], r["steps"] or 0) for r in by_waste_tool], unit=" step"
+        ),
+        "waste_detector_chart": charts.bars(
+            [(r["title"], r["steps"] or 0) for r in by_detector], unit=" step"
+        ),
+        "by_tool": by_tool,
+        "by_detector": by_detector,
+    }

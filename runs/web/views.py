@@ -1,0 +1,350 @@
+"""HTML pages and htmx fragments (function views)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
+
+import detection
+
+from ..importers import IMPORTERS
+from ..models import Project, Run
+from ..services import access, filters, ingest, summary
+from ..services import policy as policy_service
+from . import charts, forms, stepview, timeline, tree
+from . import overview as overview_service
+
+RUNS_PER_PAGE = 50
+LEDGER_PER_PAGE = 200
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Report whether the database answers (used by docker compose health checks)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
+        return JsonResponse({"status": "error", "database": str(exc)}, status=503)
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    f = filters.RunFilters.from_query(request.GET)
+    # Project ids as constants, not a subquery: with one project the planner walks the
+    # (project, sort key, id) index in order and stops at the page size.
+    project_ids = list(access.projects_for(request.user).values_list("pk", flat=True))
+    runs = Run.objects.filter(project_id__in=project_ids)
+    runs = filters.apply(runs, f).select_related("project")
+    page, next_cursor = filters.page(
+        runs.defer("search", "metadata"), f, request.GET.get("after", ""), RUNS_PER_PAGE
+    )
+    for run in page:
+        run.strip = charts.repeat_strip(summary.of(run).strip)
+    context = {
+        "runs": page,
+        "filters": f,
+        "query": urlencode(f.query()),
+        "next_after": next_cursor,
+        "projects": access.projects_for(request.user),
+        "sorts": [(k, label) for k, (_, label) in filters.SORTS.items()],
+        "verdicts": filters.VERDICTS,
+        "detectors": list(detection.catalogue.NAMES),
+        "formats": list(IMPORTERS),
+        "detector_titles": detection.catalogue.TITLES,
+    }
+    if request.htmx and request.htmx.target == "run-table":
+        template = "runs/run_list.html#run-table"
+    elif request.htmx:
+        template = "runs/run_list.html#run-rows"
+    else:
+        template = "runs/run_list.html"
+    return render(request, template, context)
+
+
+def _int(value: str | None, default: int | None = 0) -> int | None:
+    return int(value) if value and value.isdigit() else default
+
+
+FINDINGS_SHOWN = 40
+
+
+def run_header_context(run: Run, all_findings: bool = False) -> dict:
+    """Return what the run page header and tabs need (the first findings, or all)."""
+    findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
+    more_findings = run.findings.count() - FINDINGS_SHOWN if len(findings) > FINDINGS_SHOWN else 0
+    findings = findings if all_findings else findings[:FINDINGS_SHOWN]
+    fired = [f.fired_at for f in findings if f.severity != "info"]
+    meta = run.metadata if isinstance(run.metadata, dict) else {}
+    return {
+        "run": run,
+        "findings": findings,
+        "more_findings": more_findings,
+        "facts": [
+            (label, str(meta[key])[:120])
+            for key, label in (("model", "Model"), ("agent", "Agent"), ("task", "Task"))
+            if meta.get(key) not in (None, "", [], {})
+        ],
+        "stall_chart": charts.stall_chart(
+            summary.of(run).stall_series,
+            steps=run.step_count,
+            fired=fired,
+            width=360,
+            height=70,
+        ),
+    }
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    context = run_header_context(run, all_findings=request.GET.get("findings") == "all")
+    highlight: set[int] = set()
+    start = _int(request.GET.get("from"))
+    focus = _int(request.GET.get("focus"), None)
+    if focus is not None:
+        finding = run.findings.filter(pk=focus).first()
+        if finding is not None:
+            highlight = set(finding.seqs)
+            start = timeline.finding_window_start(finding)
+    end = _int(request.GET.get("to"), None)
+    flat = request.GET.get("flat") == "1"
+    window = timeline.build_window(
+        run,
+        start,
+        end=end,
+        folded=not flat,
+        rows=timeline.UNFOLD_PAGE if flat else timeline.ROWS_PER_PAGE,
+        highlight=highlight,
+    )
+    context |= {"timeline": window, "flat": flat, "focus": focus}
+    template = "runs/run_detail.html#step-rows" if request.htmx else "runs/run_detail.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def step_detail(request: HttpRequest, run_id: int, seq: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    step = stepview.get_step(run, seq)
+    full = request.GET.get("full") == "1"
+    context = {
+        "run": run,
+        "step": step,
+        "full": full,
+        "args_html": stepview.json_html(step.args, full=full),
+        "result_html": stepview.json_html(step.result, full=full),
+        "large": stepview.is_large(step.args) or stepview.is_large(step.result),
+        "diff": stepview.step_diff(step),
+        "ledger": run.ledger_rows.filter(seq=seq).first(),
+    }
+    template = "runs/step_detail.html#step-detail" if request.htmx else "runs/step_detail.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_tree(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    index = tree.load(run)
+    node = _int(request.GET.get("node"), None)
+    if node is not None and node not in index.nodes:
+        raise Http404("no such step")
+    offset = _int(request.GET.get("offset"))
+    rows, more = tree.rows_for(run, index, node, offset, open_flagged=node is None)
+    context = {"rows": rows, "more": more, "node": node, "parent": node} | (
+        {} if request.htmx else run_header_context(run)
+    )
+    context["run"] = run
+    if node is not None:
+        context["node_row"] = index.nodes[node]
+    template = "runs/run_tree.html#children" if request.htmx else "runs/run_tree.html"
+    return render(request, template, context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def run_ledger(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = access.get_run(request.user, run_id)
+    start = _int(request.GET.get("from"))
+    calls = list(
+        run.steps.filter(kind="tool_call", seq__gte=start)
+        .only("seq", "tool", "status", "call_sig")
+        .order_by("seq")[: LEDGER_PER_PAGE + 1]
+    )
+    more_from = calls[-1].seq if len(calls) > LEDGER_PER_PAGE else None
+    calls = calls[:LEDGER_PER_PAGE]
+    marks = {
+        row.seq: row
+        for row in run.ledger_rows.filter(seq__in=[c.seq for c in calls]).only(
+            "seq", "repeat_of", "count"
+        )
+    }
+    for call in calls:
+        call.mark = marks.get(call.seq)
+        call.hue = timeline.hue(call.call_sig) if call.mark else None
+    context = {"run": run, "calls": calls, "more_from": more_from}
+    if request.htmx:
+        return render(request, "runs/run_ledger.html#ledger-rows", context)
+    context |= run_header_context(run)
+    fired = [f.fired_at for f in context["findings"] if f.severity != "info"]
+    context["big_chart"] = charts.stall_chart(
+        summary.of(run).stall_series,
+        steps=run.step_count,
+        fired=fired,
+        width=900,
+        height=200,
+    )
+    context["repeats"] = run.ledger_rows.count()
+    return render(request, "runs/run_ledger.html", context)
+
+
+@require_GET
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/overview.html", overview_service.overview(request.user))
+
+
+def staff_project(request: HttpRequest, slug: str) -> Project:
+    """Return a project the user belongs to, when the user is staff (404 otherwise)."""
+    if not request.user.is_staff:
+        raise Http404("tuning is for staff")
+    return access.get_project(request.user, slug)
+
+
+@require_GET
+@login_required
+def tuning_index(request: HttpRequest) -> HttpResponse:
+    project = access.projects_for(request.user).first()
+    if project is None or not request.user.is_staff:
+        raise Http404("no project to tune")
+    return redirect("runs:tuning", slug=project.slug)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
+    project = staff_project(request, slug)
+    errors: list[str] = []
+    if request.method == "POST":
+        defaults, rows = forms.forms_for(project, request.POST)
+        policy, errors = forms.draft_policy(project, defaults, rows)
+        if policy is not None:
+            change = policy_service.save_policy(project, policy, request.user)
+            url = reverse("runs:tuning", args=[project.slug]) + f"?saved={change.pk}"
+            if request.htmx:
+                return HttpResponseClientRedirect(url)
+            return redirect(url)
+    else:
+        defaults, rows = forms.forms_for(project)
+    saved = _int(request.GET.get("saved"), None)
+    context = {
+        "project": project,
+        "projects": access.projects_for(request.user),
+        "defaults": defaults,
+        "rows": rows,
+        "errors": errors,
+        "changes": project.policy_changes.select_related("user")[:10],
+        "saved": project.policy_changes.filter(pk=saved).first() if saved else None,
+        "limit": policy_service.BACKTEST_RUNS,
+        "tools": sorted(policy_service.project_tools(project))[:300],
+    }
+    return render(request, "runs/tuning.html", context, status=400 if errors else 200)
+
+
+@require_POST
+@login_required
+def tuning_preview(request: HttpRequest, slug: str) -> HttpResponse:
+    project = staff_project(request, slug)
+    defaults, rows = forms.forms_for(project, request.POST)
+    policy, errors = forms.draft_policy(project, defaults, rows)
+    result = policy_service.backtest(project, policy) if policy is not None else None
+    context = {
+        "project": project,
+        "errors": errors,
+        "backtest": result,
+        "limit": policy_service.BACKTEST_RUNS,
+    }
+    if request.htmx:
+        return render(request, "runs/tuning.html#preview", context)
+    defaults_, rows_ = defaults, rows
+    context |= {
+        "defaults": defaults_,
+        "rows": rows_,
+        "projects": access.projects_for(request.user),
+        "changes": project.policy_changes.select_related("user")[:10],
+        "tools": sorted(policy_service.project_tools(project))[:300],
+    }
+    return render(request, "runs/tuning.html", context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def upload(request: HttpRequest) -> HttpResponse:
+    projects = list(access.projects_for(request.user))
+    context = {
+        "projects": projects,
+        "formats": IMPORTERS,
+        "max_bytes": settings.MAX_UPLOAD_BYTES,
+        "recent": access.traces_for(request.user).defer("raw").select_related("project")[:20],
+    }
+    if request.method == "GET":
+        return render(request, "runs/upload.html", context)
+    errors, traces = [], []
+    project = None
+    if slug := request.POST.get("project"):
+        project = next((p for p in projects if p.slug == slug), None)
+    elif len(projects) >= 1:
+        project = projects[0]
+    if project is None:
+        errors.append("Choose a project you are a member of.")
+    fmt = request.POST.get("format", "")
+    if fmt and fmt not in IMPORTERS:
+        errors.append(f"Unknown format {fmt!r}.")
+    files = request.FILES.getlist("files")
+    if not files:
+        errors.append("Choose at least one trace file.")
+    if not errors:
+        for upload_ in files:
+            if upload_.size > settings.MAX_UPLOAD_BYTES:
+                errors.append(
+                    f"{upload_.name}: {upload_.size} bytes is over the limit of "
+                    f"{settings.MAX_UPLOAD_BYTES} bytes."
+                )
+                continue
+            trace, created = ingest.store_trace(
+                project, upload_.read(), name=upload_.name, format=fmt, user=request.user
+            )
+            trace.was_duplicate = not created
+            traces.append(trace)
+    context |= {"traces": traces, "errors": errors}
+    status = 400 if errors and not traces else 200
+    if request.htmx:
+        return render(request, "runs/upload.html#upload-results", context, status=status)
+    return render(request, "runs/upload.html", context, status=status)
+
+
+@require_GET
+@login_required
+def trace_status(request: HttpRequest, trace_id: int) -> HttpResponse:
+    trace = access.get_trace(request.user, trace_id)
+    trace.run_list = list(trace.runs.only("id", "name", "verdict", "step_count")[:20])
+    response = render(request, "runs/upload.html#trace-row", {"trace": trace})
+    if trace.is_finished:
+        response.status_code = HTMX_STOP_POLLING
+    return response

@@ -1,0 +1,153 @@
+"""The ingest pipeline: raw bytes kept, runs inserted whole or not at all, verdicts stored."""
+
+import gzip
+
+import pytest
+
+from runs.models import Finding, Run, Step, Trace
+from runs.services import ingest
+from tests.helpers import call, healthy_trace, looping_trace, message, native_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_looping_trace_becomes_a_flagged_run_with_its_steps_in_order(project, process):
+    trace = process(project, looping_trace(5), name="loop.jsonl")
+
+    assert trace.status == Trace.Status.ANALYZED
+    assert trace.format == "native"
+    run = trace.runs.get()
+    assert run.name == "loop.jsonl"
+    assert run.step_count == 6
+    assert run.tool_call_count == 5
+    assert list(run.steps.values_list("seq", flat=True)) == [0, 1, 2, 3, 4, 5]
+    assert run.verdict == "stop"
+    assert run.stall_score > 0
+    repeat = run.findings.get(detector="repeat")
+    assert repeat.tool == "web_search"
+    assert repeat.count == 5
+    assert repeat.seqs[:3] == [1, 2, 3]
+    assert "web_search" in repeat.message
+
+
+def test_a_healthy_trace_is_ok_with_no_warning(project, process):
+    trace = process(project, healthy_trace())
+    run = trace.runs.get()
+    assert run.verdict == "ok"
+    assert not run.findings.exclude(severity="info").exists()
+
+
+def test_repeated_calls_share_a_signature(project, process):
+    run = process(project, looping_trace(3)).runs.get()
+    signatures = set(run.steps.filter(kind="tool_call").values_list("call_sig", flat=True))
+    assert len(signatures) == 1 and signatures != {""}
+
+
+def test_a_malformed_file_fails_with_the_line_and_keeps_the_raw_bytes(project, process):
+    data = b"this is not json\n{also not json\n"
+    trace = process(project, data, name="broken.jsonl", format="native")
+
+    assert trace.status == Trace.Status.FAILED
+    assert "broken.jsonl:1" in trace.error
+    assert "invalid JSON" in trace.error
+    assert bytes(trace.raw) == data
+    assert not Run.objects.exists()
+    assert not Step.objects.exists()
+
+
+def test_an_unknown_format_says_what_was_tried(project, process):
+    trace = process(project, b"hello world, no trace here\n", name="notes.txt")
+    assert trace.status == Trace.Status.FAILED
+    assert "unknown trace format" in trace.error
+    assert "native" in trace.error
+
+
+def test_an_invalid_line_is_skipped_and_counted_and_the_rest_kept(project, process):
+    data = native_jsonl(message("user", "hi"), call("a", {"x": 1}, "r")) + b"{oops\n"
+    trace = process(project, data, name="partly.jsonl")
+    assert trace.status == Trace.Status.ANALYZED
+    assert trace.skipped_lines == 1
+    assert "partly.jsonl:3" in trace.warnings[0]
+    assert trace.runs.get().step_count == 2
+
+
+def test_a_failure_late_in_a_file_leaves_no_partial_run(project, monkeypatch):
+    """Runs stored before the error are rolled back with it."""
+    data = native_jsonl(call("a", {}, 1, run_id="r1"), call("b", {}, 2, run_id="r2"))
+    trace, _ = ingest.store_trace(project, data, name="two.jsonl")
+    original = ingest.store_run
+    stored = []
+
+    def store_then_break(*args, **kwargs):
+        if stored:
+            raise ValueError("disk on fire")
+        stored.append(original(*args, **kwargs))
+        return stored[-1]
+
+    monkeypatch.setattr(ingest, "store_run", store_then_break)
+    ingest.ingest_trace(trace.pk)
+
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.FAILED
+    assert "disk on fire" in trace.error
+    assert len(stored) == 1
+    assert not Run.objects.exists()
+
+
+def test_uploading_the_same_bytes_twice_returns_the_existing_trace(project, process):
+    first = process(project, looping_trace(3), name="a.jsonl")
+    again, created = ingest.store_trace(project, looping_trace(3), name="b.jsonl")
+    assert not created
+    assert again.pk == first.pk
+    assert Trace.objects.count() == 1
+    assert Run.objects.count() == 1
+
+
+def test_the_same_bytes_in_another_project_are_another_trace(project, other_project):
+    a, _ = ingest.store_trace(project, looping_trace(3), name="a.jsonl")
+    b, created = ingest.store_trace(other_project, looping_trace(3), name="a.jsonl")
+    assert created and a.pk != b.pk
+
+
+def test_ingest_twice_is_a_no_op(project, process):
+    trace = process(project, looping_trace(3))
+    ingest.ingest_trace(trace.pk)
+    assert Run.objects.count() == 1
+    assert Step.objects.count() == 4
+
+
+def test_a_trace_left_parsing_by_a_dead_worker_is_ingested_on_retry(project):
+    trace, _ = ingest.store_trace(project, looping_trace(3), name="t.jsonl")
+    Trace.objects.filter(pk=trace.pk).update(status=Trace.Status.PARSING)
+    ingest.ingest_trace(trace.pk)
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.ANALYZING
+    assert trace.runs.count() == 1
+
+
+def test_gzip_input_is_read(project, process):
+    trace = process(project, gzip.compress(looping_trace(4)), name="loop.jsonl.gz")
+    assert trace.status == Trace.Status.ANALYZED
+    assert trace.runs.get().tool_call_count == 4
+
+
+def test_several_runs_in_one_file(project, process):
+    data = native_jsonl(
+        call("a", {"x": 1}, "same", run_id="first"),
+        call("b", {"x": 1}, "other", run_id="second"),
+        call("a", {"x": 1}, "same", run_id="first"),
+    )
+    trace = process(project, data)
+    assert sorted(trace.runs.values_list("external_id", "tool_call_count")) == [
+        ("first", 2),
+        ("second", 1),
+    ]
+
+
+def test_reanalysis_replaces_findings(project, process):
+    run = process(project, looping_trace(5)).runs.get()
+    before = Finding.objects.filter(run=run).count()
+    from runs.services import analysis
+
+    analysis.analyze_run(run.pk)
+    assert Finding.objects.filter(run=run).count() == before

@@ -1,0 +1,122 @@
+"""A real Celery worker process on the real broker turns an upload into an analyzed run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from runs.models import Trace
+from runs.services import ingest
+from tests.helpers import healthy_trace, looping_trace
+
+ROOT = Path(__file__).resolve().parents[3]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+
+def test_database_url() -> str:
+    """Return a URL for the test database, which the worker process must use."""
+    s = connection.settings_dict
+    host = s.get("HOST") or ""
+    auth = quote(s.get("USER") or "") + (":" + quote(s["PASSWORD"]) if s.get("PASSWORD") else "")
+    if host.startswith("/"):  # a socket directory (the embedded PostgreSQL)
+        return f"postgresql://{auth}@/{s['NAME']}?host={quote(host)}"
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+
+
+test_database_url.__test__ = False  # a helper, not a test
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """Return the environment for a worker process: this process's, on the test database."""
+    env = dict(os.environ, DATABASE_URL=test_database_url(), SECRET_KEY=settings.SECRET_KEY)
+    if settings.EMBEDDED:
+        env["LOOPBOARD_EMBEDDED"] = "true"
+    return env | extra
+
+
+def start_worker(log=subprocess.DEVNULL, **env: str) -> subprocess.Popen:
+    """Start `celery worker` as its own process against the test database."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
+         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT, env=worker_env(**env), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def worker():
+    """A worker process for one test, its log in var/test-worker.log."""
+    log = ROOT / "var" / "test-worker.log"
+    log.parent.mkdir(exist_ok=True)
+    with open(log, "wb") as out:
+        process = start_worker(out, LOOPBOARD_STALE_SECONDS="5")
+        try:
+            yield process
+        finally:
+            stop_worker(process)
+
+
+def wait_for(trace: Trace, status: str, timeout: float = 60) -> Trace:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        trace.refresh_from_db()
+        if trace.status == status or trace.status == Trace.Status.FAILED:
+            break
+        time.sleep(0.3)
+    log = (ROOT / "var" / "test-worker.log").read_text(errors="replace")[-3000:]
+    assert trace.status == status, f"trace is {trace.status}: {trace.error}\nworker log:\n{log}"
+    return trace
+
+
+def test_an_upload_becomes_an_analyzed_run_in_a_real_worker(worker, project):
+    trace, created = ingest.store_trace(project, looping_trace(5), name="loop.jsonl")
+    assert created
+    wait_for(trace, Trace.Status.ANALYZED)
+    run = trace.runs.get()
+    assert run.verdict == "stop"
+    assert run.findings.filter(detector="repeat").exists()
+    assert worker.poll() is None  # still alive
+
+
+def test_a_trace_left_behind_by_a_dead_worker_is_picked_up_when_a_worker_starts(project):
+    """The worker died mid-parse: the trace stays `parsing` and its message is gone."""
+    data = healthy_trace()
+    trace = Trace.objects.create(  # stored without queueing: its message was lost
+        project=project,
+        name="orphan.jsonl",
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        raw=data,
+        status=Trace.Status.PARSING,
+    )
+    stale = timezone.now() - timedelta(minutes=30)
+    Trace.objects.filter(pk=trace.pk).update(updated_at=stale)
+    # A new worker requeues what is stale when it starts.
+    process = start_worker(LOOPBOARD_STALE_SECONDS="60")
+    try:
+        wait_for(trace, Trace.Status.ANALYZED)
+    finally:
+        stop_worker(process)
+    assert trace.runs.get().verdict == "ok"
