@@ -1,11 +1,14 @@
-"""Admin for every model; per-tool thresholds are editable in place."""
+"""Admin for every model. Policy rows are saved through the policy service, as on Tuning."""
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from .models import ApiKey, Finding, Membership, PolicyChange, Project, Run, Step, ToolPolicy, Trace
-from .services import access
+from .services import access, policy
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
@@ -40,9 +43,17 @@ class MembershipInline(admin.TabularInline):
 
 
 class ToolPolicyInline(admin.TabularInline):
+    """The project's policy rows, read-only: they change on their own admin page or Tuning."""
+
     model = ToolPolicy
     extra = 0
     fields = ("tool", "warn", "stop", "max_repeats", "polling", "mutating", "quota", "volatile")
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
 
 
 @admin.register(Project)
@@ -108,20 +119,58 @@ class FindingAdmin(ProjectScopedAdmin):
     raw_id_fields = ("run",)
 
 
+class ToolPolicyForm(forms.ModelForm):
+    """One policy row, checked as part of the whole project policy it would make."""
+
+    class Meta:
+        model = ToolPolicy
+        fields = ("project", "tool", *ToolPolicy.FIELDS)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        project = data.get("project") or getattr(self.instance, "project", None)
+        if project is None or self.errors:
+            return data
+        old_tool = self.instance.tool if self.instance.pk else None
+        values = {name: data.get(name) for name in ToolPolicy.FIELDS}
+        self.policy = policy.with_row(project, old_tool, data.get("tool") or "", values)
+        try:
+            policy.validate(self.policy)
+        except ValueError as exc:
+            message = f"This row would make the project policy invalid: {exc}"
+            raise forms.ValidationError(message) from None
+        return data
+
+
 @admin.register(ToolPolicy)
 class ToolPolicyAdmin(ProjectScopedAdmin):
-    list_display = (
-        "project",
-        "tool",
-        "warn",
-        "stop",
-        "max_repeats",
-        "polling",
-        "mutating",
-        "quota",
-    )
-    list_editable = ("warn", "stop", "max_repeats", "polling", "mutating", "quota")
+    """Saving or deleting a row replaces the project policy through `policy.save_policy`:
+    validated, recorded as a policy change, and the affected runs re-analyzed."""
+
+    form = ToolPolicyForm
+    list_display = ("project", "tool", "warn", "stop", "max_repeats", "polling", "mutating",
+                    "quota", "tuning_link")  # fmt: skip
     list_filter = (("project", admin.RelatedOnlyFieldListFilter),)
+
+    @admin.display(description="Tuning")
+    def tuning_link(self, row: ToolPolicy) -> str:
+        url = reverse("runs:tuning", args=[row.project.slug])
+        return format_html('<a href="{}">tune and back-test</a>', url)
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):  # type: ignore[no-untyped-def]
+        return ("project",) if obj is not None else ()
+
+    def save_model(self, request: HttpRequest, obj: ToolPolicy, form, change: bool) -> None:  # type: ignore[no-untyped-def]
+        policy.save_policy(obj.project, form.policy, request.user)
+        saved = ToolPolicy.objects.get(project=obj.project, tool=obj.tool)
+        obj.pk, obj.updated_at = saved.pk, saved.updated_at
+
+    def delete_model(self, request: HttpRequest, obj: ToolPolicy) -> None:
+        policy.save_policy(obj.project, policy.without_row(obj.project, obj.tool), request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for row in queryset.select_related("project"):
+            self.delete_model(request, row)
 
 
 @admin.register(PolicyChange)

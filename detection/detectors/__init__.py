@@ -15,15 +15,19 @@ from .similarity import NearRepeat, ReadRange, ResultStall
 from .streams import MessageLoop, Streak
 
 _CLASSES: dict[str, type] = {
-    cls.name: cls
-    for cls in (
-        Oscillation, Repeat, MutatingFailure, BatchRepeat, ResultStall, ReadRange, NearRepeat,
-        Streak, MessageLoop,
-    )
-}  # fmt: skip
+    "oscillation": Oscillation,
+    "repeat": Repeat,
+    "mutating_failure": MutatingFailure,
+    "batch_repeat": BatchRepeat,
+    "result_stall": ResultStall,
+    "read_range": ReadRange,
+    "near_repeat": NearRepeat,
+    "streak": Streak,
+    "message_loop": MessageLoop,
+}
 #: Kept by the engine itself (per run, not per path): no class of their own.
 ENGINE_DETECTORS = ("budget",)
-#: name -> detector class, in the catalogue's order.
+#: name -> detector class, in the catalogue's order (a name the catalogue lacks is never run).
 DETECTORS: dict[str, type] = {name: _CLASSES[name] for name in NAMES if name in _CLASSES}
 
 __all__ = ["DETECTORS", "ENGINE_DETECTORS", "Event"]

@@ -18,7 +18,6 @@ from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
-from ..importers import IMPORTERS
 from ..models import Run, Trace
 from ..services import analysis, downloads, filters, ingest, live
 from ..services import policy as policy_service
@@ -112,8 +111,9 @@ def upload_trace(
     Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
     (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
     """
-    if format and format not in IMPORTERS:
-        raise HttpError(422, f"unknown format {format!r}; known: {', '.join(IMPORTERS)}")
+    if format and format not in ingest.formats():
+        known = ", ".join(ingest.formats())
+        raise HttpError(422, f"unknown format {format!r}; known: {known}")
     limit = settings.MAX_UPLOAD_BYTES
     if file is not None:
         if file.size and file.size > limit:

@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 import detection
 
 from ..models import Finding, LedgerRow, Run, Trace, Verdict
+from . import policy as policy_service
 from . import queue, storage, summary
-from .policy import engine_policy_or_default
 
 MAX_TURNS = 2000
 SEARCH_ARGS_CHARS = 200  # of each distinct argument object
@@ -40,7 +40,7 @@ def analyze_run(
     if run is None:
         return None  # deleted meanwhile
     if policy is None:
-        policy, _warning = engine_policy_or_default(run.project)
+        policy, _warning = policy_service.engine_policy_or_default(run.project)
     analyze_runs([(run, storage.iter_steps(run.pk) if steps is None else steps)], policy)
     return run
 

@@ -17,7 +17,7 @@ from .. import importers
 from ..importers import TraceError
 from ..models import Project, Run, Step, Trace, Verdict
 from . import analysis, queue, storage
-from .policy import engine_policy_or_default
+from . import policy as policy_service
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ def store_trace(
     return trace, created
 
 
+def formats() -> dict[str, str]:
+    """Return the trace formats an upload may force, name -> label, in detection order."""
+    return {name: importer.label for name, importer in importers.IMPORTERS.items()}
+
+
 def import_limits() -> importers.Limits:
     """Return the importer limits configured for this deployment."""
     return importers.Limits(max_bytes=max(settings.MAX_UPLOAD_BYTES * 20, 1 << 20))
@@ -72,7 +77,7 @@ def ingest_trace(trace_id: int) -> None:
         return
     trace = Trace.objects.select_related("project").get(pk=trace_id)
     try:
-        engine_policy, policy_warning = engine_policy_or_default(trace.project)
+        engine_policy, policy_warning = policy_service.engine_policy_or_default(trace.project)
         with transaction.atomic():
             trace.runs.all().delete()  # leftovers of an attempt that died are never kept
             run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format

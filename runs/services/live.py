@@ -8,8 +8,7 @@ from typing import Any
 import detection
 
 from ..models import Project, Run
-from . import storage
-from .policy import engine_policy
+from . import policy, storage
 
 
 def check_next_call(
@@ -25,7 +24,7 @@ def check_next_call(
 
     The answer's message is what the agent should tell its model.
     """
-    monitor = detection.Monitor(engine_policy(project))
+    monitor = detection.Monitor(policy.engine_policy(project))
     history = storage.iter_steps(run.pk) if run is not None else steps
     for step in history:
         monitor.observe(step)

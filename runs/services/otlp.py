@@ -38,7 +38,7 @@ from ..importers.base import Limits, TraceError, json_depth_ok
 from ..importers.otlp import Collector, Span, spans_from_request
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
 from . import ingest, queue
-from .policy import engine_policy_or_default
+from . import policy as policy_service
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
         trace_ids = sorted(set(pending.values_list("trace_id", flat=True)))
     if not trace_ids:
         return []
-    policy, _warning = engine_policy_or_default(project)
+    policy, _warning = policy_service.engine_policy_or_default(project)
     decoded: dict[int, dict[str, list[Span]]] = {}
     run_ids: list[int] = []
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):

@@ -29,6 +29,7 @@ BACKTEST_STEPS = 300_000
 BACKTEST_SECONDS = 10.0
 INT_LIMIT = 2**31 - 1  # what a ToolPolicy integer column holds
 TOOL_PATTERN_CHARS = 200
+_UNSET = (None, "", [], {})
 
 
 class PolicyInvalid(ValueError):
@@ -68,7 +69,7 @@ def _check_bounds(where: str, table: dict) -> None:
 def row_dict(row: ToolPolicy) -> dict:
     """Return a policy row's set fields in the policy's TOML shape (unset fields left out)."""
     values = {name: getattr(row, name) for name in ToolPolicy.FIELDS}
-    return {k: v for k, v in values.items() if v not in (None, "", [], {})}
+    return {k: v for k, v in values.items() if v not in _UNSET}
 
 
 def current(project: Project) -> dict:
@@ -81,6 +82,30 @@ def current(project: Project) -> dict:
         else:
             defaults = row_dict(row)
     return {"defaults": defaults, "tools": tools}
+
+
+def with_row(project: Project, old_tool: str | None, tool: str, values: dict) -> dict:
+    """Return the project's policy with one row set (renamed from `old_tool` when given).
+
+    `values` are a row's fields (ToolPolicy.FIELDS); unset ones are left out.
+    """
+    draft = without_row(project, old_tool) if old_tool is not None else current(project)
+    row = {k: v for k, v in values.items() if k in ToolPolicy.FIELDS and v not in _UNSET}
+    if tool:
+        draft["tools"][tool] = row
+    else:
+        draft["defaults"] = row
+    return draft
+
+
+def without_row(project: Project, tool: str) -> dict:
+    """Return the project's policy without one row (the defaults row when tool is '')."""
+    draft = current(project)
+    if tool:
+        draft["tools"].pop(tool, None)
+    else:
+        draft["defaults"] = {}
+    return draft
 
 
 def engine_policy(project: Project) -> detection.Policy:

@@ -16,7 +16,6 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
 import detection
 
-from ..importers import IMPORTERS
 from ..models import Project, Run
 from ..services import access, filters, ingest, summary
 from ..services import policy as policy_service
@@ -60,7 +59,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "sorts": [(k, label) for k, (_, label) in filters.SORTS.items()],
         "verdicts": filters.VERDICTS,
         "detectors": list(detection.catalogue.NAMES),
-        "formats": list(IMPORTERS),
+        "formats": list(ingest.formats()),
         "detector_titles": detection.catalogue.TITLES,
     }
     if request.htmx and request.htmx.target == "run-table":
@@ -299,7 +298,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     projects = list(access.projects_for(request.user))
     context = {
         "projects": projects,
-        "formats": IMPORTERS,
+        "formats": ingest.formats(),
         "max_bytes": settings.MAX_UPLOAD_BYTES,
         "recent": access.traces_for(request.user).defer("raw").select_related("project")[:20],
     }
@@ -314,7 +313,7 @@ def upload(request: HttpRequest) -> HttpResponse:
     if project is None:
         errors.append("Choose a project you are a member of.")
     fmt = request.POST.get("format", "")
-    if fmt and fmt not in IMPORTERS:
+    if fmt and fmt not in ingest.formats():
         errors.append(f"Unknown format {fmt!r}.")
     files = request.FILES.getlist("files")
     if not files:

@@ -147,3 +147,13 @@ def test_bad_keys_and_types_are_rejected_by_name(data, needle):
 def test_invalid_toml_is_a_value_error():
     with pytest.raises(ValueError, match="invalid TOML"):
         Policy.from_toml("[defaults\nwarn = 3")
+
+
+def test_the_catalogue_is_the_one_list_the_registry_and_policy_follow():
+    from detection import DETECTORS, catalogue
+    from detection.detectors import ENGINE_DETECTORS
+    from detection.policy import DETECTOR_DEFAULTS
+
+    assert list(DETECTORS) + list(ENGINE_DETECTORS) == list(catalogue.NAMES)
+    assert list(DETECTOR_DEFAULTS) == list(catalogue.NAMES)
+    assert set(catalogue.TITLES) == set(catalogue.NAMES) and "budget" in catalogue.NAMES

@@ -4,7 +4,6 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.importers import IMPORTERS
 from runs.models import Project, Trace
 from runs.services import ingest
 
@@ -15,7 +14,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", type=Path)
         parser.add_argument("--project", default="demo", help="project slug (created if missing)")
-        parser.add_argument("--format", default="", choices=["", *IMPORTERS])
+        parser.add_argument("--format", default="", choices=["", *ingest.formats()])
 
     def handle(self, *args, paths, project, format, **options):
         target, _ = Project.objects.get_or_create(slug=project, defaults={"name": project})

@@ -71,3 +71,13 @@ def test_check_against_a_stored_run_is_fast(api, project, process):
         "/api/check", {"run_id": 10**9, "tool": "x"}, content_type="application/json"
     )
     assert missing.status_code == 404
+
+
+def test_check_with_an_invalid_stored_policy_is_a_clear_409(api, project):
+    from runs.models import ToolPolicy
+
+    ToolPolicy.objects.create(project=project, tool="", warn=5, stop=2)
+    response = api.post("/api/check", {"tool": "search"}, content_type="application/json")
+    assert response.status_code == 409
+    assert "warn <= stop" in response.json()["detail"]
+    assert "Tuning" in response.json()["detail"]

@@ -151,3 +151,14 @@ def test_reanalysis_replaces_findings(project, process):
 
     analysis.analyze_run(run.pk)
     assert Finding.objects.filter(run=run).count() == before
+
+
+def test_a_policy_made_invalid_in_the_database_never_breaks_an_upload(project, process):
+    from runs.models import ToolPolicy
+
+    ToolPolicy.objects.create(project=project, tool="", warn=5, stop=2)  # around every check
+    trace = process(project, looping_trace(6))
+    assert trace.status == Trace.Status.ANALYZED, trace.error
+    assert "policy of project 'agents' is invalid" in trace.warnings[0]
+    assert "built-in defaults" in trace.warnings[0]
+    assert trace.runs.get().verdict == "stop"  # the built-in thresholds still apply

@@ -46,6 +46,15 @@ def test_runs_list_filters_by_detector_and_tool(client_in, runs):
     assert "fine.jsonl" in html and "stuck.jsonl" not in html
 
 
+def test_runs_list_filters_budget_breaches(client_in, project, process):
+    policy.save_policy(project, {"defaults": {"max_steps": 3}, "tools": {}}, None)
+    process(project, healthy_trace(), name="long.jsonl")
+    page = html_of(client_in.get(reverse("runs:list")))
+    assert '<option value="budget"' in page
+    html = html_of(client_in.get(reverse("runs:list") + "?detector=budget"))
+    assert "long.jsonl" in html
+
+
 def test_runs_list_free_text_searches_tool_names_and_arguments(client_in, runs):
     html = html_of(client_in.get(reverse("runs:list") + "?q=web"))
     assert "stuck.jsonl" in html and "fine.jsonl" not in html
@@ -266,6 +275,20 @@ def test_tuning_is_for_staff_members_only(client_in, project, other_project):
     get_user_model().objects.filter(username="alice").update(is_staff=True)
     assert client_in.get(reverse("runs:tuning", args=[project.slug])).status_code == 200
     assert client_in.get(reverse("runs:tuning", args=[other_project.slug])).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("defaults", "rows"),
+    [({"warn": str(2**31)}, []), ({}, [{"tool": "bash", "quota": str(2**40)}]),
+     ({"warn": "5", "stop": "2"}, [])],
+)  # fmt: skip
+def test_tuning_refuses_out_of_range_and_inconsistent_thresholds(
+    client_in, staff, project, defaults, rows
+):
+    data = tuning_post(rows, defaults)
+    response = client_in.post(reverse("runs:tuning", args=[project.slug]), data)
+    assert response.status_code == 400
+    assert not ToolPolicy.objects.filter(project=project).exists()
 
 
 def test_tuning_preview_backtests_without_saving(client_in, staff, project, process):
