@@ -1,10 +1,10 @@
 """The import direction, read from the code's syntax trees (every import, also inside functions).
 
-    web/, api/, the management commands -> services/ -> models, importers, detection
-    (api/ may also use importers' pure request decoders)
-    tasks -> services/; services/queue.py is the only way back from a service to a task
-    nothing imports web/ or api/ but the URL confs (and the NinjaAPI, which mounts the router)
-    detection/ and importers/ import no Django, Celery, runs or loopboard code
+web/, api/, the management commands -> services/ -> models, importers, detection
+(api/ may also use importers' pure request decoders)
+tasks -> services/; services/queue.py is the only way back from a service to a task
+nothing imports web/ or api/ but the URL confs (and the NinjaAPI, which mounts the router)
+detection/ and importers/ import no Django, Celery, runs or loopboard code
 """
 
 from __future__ import annotations
