@@ -31,7 +31,6 @@ __all__ = [
     "digest",
     "digester",
     "normalize",
-    "outcome_key",
     "progress_signature",
     "value_digest",
 ]
@@ -312,8 +311,3 @@ def progress_signature(
     progress signature: that is progress.
     """
     return f"{call_sig}:{value_digest(result, _volatile_set(volatile))}:{status}"
-
-
-def outcome_key(result_digest: str, status: str) -> str:
-    """Return what counts as "the same outcome": the result, or any error whatever its text."""
-    return "!error" if status == "error" else result_digest

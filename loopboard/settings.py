@@ -172,7 +172,7 @@ if not DEBUG and not EMBEDDED:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 
-# --- API, OTLP/HTTP and API keys (issue #6) ----------------------------------------------
+# --- API, OTLP/HTTP and API keys ------------------------------------------------------------
 # Requests to /api/ and /v1/ over MAX_UPLOAD_BYTES get 413 before their body is read.
 MIDDLEWARE.insert(1, "runs.api.middleware.BodyLimitMiddleware")
 # Per-key token bucket, kept in PostgreSQL (runs_ratebucket) so every gunicorn worker and

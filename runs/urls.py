@@ -16,4 +16,12 @@ urlpatterns = [
     path("projects/<slug:slug>/tuning/preview/", views.tuning_preview, name="tuning_preview"),
     path("upload/", views.upload, name="upload"),
     path("traces/<int:trace_id>/status/", views.trace_status, name="trace_status"),
+    path("traces/<int:trace_id>/raw", views.trace_raw, name="trace_raw"),
+    path("projects/<slug:slug>/settings/", views.project_settings, name="project_settings"),
+    path("projects/<slug:slug>/settings/keys/", views.create_key, name="project_key_create"),
+    path(
+        "projects/<slug:slug>/settings/keys/<int:key_id>/revoke/",
+        views.revoke_key,
+        name="project_key_revoke",
+    ),
 ]

@@ -57,3 +57,25 @@ def process():
         return trace
 
     return run
+
+
+@pytest.fixture
+def key(project) -> str:
+    """A plain API key of alice's project."""
+    from runs.models import ApiKey
+
+    return ApiKey.issue(project, "tests")[1]
+
+
+@pytest.fixture
+def other_key(other_project) -> str:
+    from runs.models import ApiKey
+
+    return ApiKey.issue(other_project, "theirs")[1]
+
+
+@pytest.fixture
+def api(client, key):
+    """A test client that sends alice's project key."""
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    return client

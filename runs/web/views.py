@@ -5,11 +5,13 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
@@ -17,7 +19,7 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 import detection
 
 from ..models import Project, Run
-from ..services import access, filters, ingest, summary
+from ..services import access, api_keys, downloads, filters, ingest, summary
 from ..services import policy as policy_service
 from . import charts, forms, stepview, timeline, tree
 from . import overview as overview_service
@@ -347,3 +349,53 @@ def trace_status(request: HttpRequest, trace_id: int) -> HttpResponse:
     if trace.is_finished:
         response.status_code = HTMX_STOP_POLLING
     return response
+
+
+# ---- project settings: API keys, raw downloads -----------------------------------------
+
+
+@require_GET
+@login_required
+def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
+    """A project's settings: its API keys (create, revoke) and how to send traces."""
+    project = access.get_project(request.user, slug)
+    context = {
+        "project": project,
+        "keys": project.api_keys.select_related("created_by"),
+        "new_key": request.session.pop("new_api_key", None),
+        "otlp_url": request.build_absolute_uri("/v1/traces"),
+        "api_url": request.build_absolute_uri("/api/"),
+    }
+    return render(request, "runs/project_settings.html", context)
+
+
+@require_POST
+@login_required
+def create_key(request: HttpRequest, slug: str) -> HttpResponse:
+    """Issue a key; its plain value is shown once, on the next page load."""
+    project = access.get_project(request.user, slug)
+    name = request.POST.get("name", "").strip()[:100]
+    if not name:
+        messages.error(request, "Give the key a name (what will use it, e.g. 'CI').")
+    else:
+        row, key = api_keys.create_key(project, name, user=request.user)
+        request.session["new_api_key"] = {"name": row.name, "key": key}
+    return redirect("runs:project_settings", slug=project.slug)
+
+
+@require_POST
+@login_required
+def revoke_key(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
+    project = access.get_project(request.user, slug)
+    key = get_object_or_404(project.api_keys, pk=key_id)
+    api_keys.revoke_key(key)
+    messages.success(request, f"Key “{key.name}” revoked {timezone.now():%Y-%m-%d %H:%M} UTC.")
+    return redirect("runs:project_settings", slug=project.slug)
+
+
+@require_http_methods(["GET"])
+@login_required
+def trace_raw(request: HttpRequest, trace_id: int) -> HttpResponse:
+    """Download a trace's bytes as received, if the user is a member of its project."""
+    trace = get_object_or_404(access.traces_for(request.user), pk=trace_id)
+    return downloads.raw_response(trace)

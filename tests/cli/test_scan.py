@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopboard import scan
+from loopboard.cli import scan
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "detection"

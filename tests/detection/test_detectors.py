@@ -1,4 +1,4 @@
-"""Each behaviour the detector catalogue (DESIGN.md, "Detectors") states."""
+"""Each behaviour the detectors promise (`detection.catalogue`), one test each."""
 
 import pytest
 

@@ -10,9 +10,9 @@ import importlib
 import sys
 
 COMMANDS = {
-    "scan": ("loopboard.scan", "find loops in trace files, no database needed"),
-    "push": ("loopboard.push", "send trace files to a running loopboard"),
-    "serve": ("loopboard.launcher", "set up and start web server + worker (what `make run` does)"),
+    "scan": ("loopboard.cli.scan", "find loops in trace files, no database needed"),
+    "push": ("loopboard.cli.push", "send trace files to a running loopboard"),
+    "serve": ("loopboard.cli.serve", "set up and start web server + worker (what `make run` does)"),
 }
 
 
@@ -26,7 +26,3 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if args and args[0] in ("-h", "--help") else 2
     module = importlib.import_module(COMMANDS[args[0]][0])
     return module.main(args[1:])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
