@@ -156,12 +156,20 @@ def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now: date
 
 
 def finish_trace(trace_id: int) -> None:
-    """Mark a trace analyzed once none of its runs waits for analysis."""
-    (
-        Trace.objects.filter(pk=trace_id, status=Trace.Status.ANALYZING)
-        .exclude(runs__verdict=Verdict.PENDING)
-        .update(status=Trace.Status.ANALYZED, updated_at=timezone.now())
-    )
+    """Mark a trace analyzed once none of its runs waits for analysis (in a transaction).
+
+    The runs of one trace are analyzed in parallel. Each finishing transaction first locks
+    the trace row, so the last one to finish waits for the others to commit and then sees
+    all their verdicts: under READ COMMITTED a check without the lock could see another
+    run still pending, in every transaction, and leave the trace analyzing for ever.
+    """
+    locked = Trace.objects.select_for_update().filter(pk=trace_id, status=Trace.Status.ANALYZING)
+    if not locked.exists():
+        return
+    if not Run.objects.filter(trace_id=trace_id, verdict=Verdict.PENDING).exists():
+        Trace.objects.filter(pk=trace_id).update(
+            status=Trace.Status.ANALYZED, updated_at=timezone.now()
+        )
 
 
 def finding_row(run: Run, finding: detection.Finding) -> Finding:
