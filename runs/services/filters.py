@@ -19,6 +19,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from ..models import Run, Verdict
+from . import storage
 
 SORTS = {
     "new": ("created_at", "Newest"),
@@ -41,16 +42,25 @@ class RunFilters:
     q: str = ""
     sort: str = "new"
 
+    def __post_init__(self) -> None:
+        for item in fields(self):  # request text: PostgreSQL cannot compare with a NUL in it
+            value = getattr(self, item.name)
+            if isinstance(value, str):
+                setattr(self, item.name, storage.clean_text(value))
+
     @classmethod
     def from_query(cls, params) -> RunFilters:
         """Return the filters in a query string; anything malformed is ignored."""
-        f = cls()
-        for name in ("verdict", "detector", "tool", "format", "project", "q"):
-            setattr(f, name, (params.get(name) or "").strip()[:200])
-        f.sort = params.get("sort") if params.get("sort") in SORTS else "new"
-        f.since = _date(params.get("since"))
-        f.until = _date(params.get("until"))
-        return f
+        texts = {
+            name: (params.get(name) or "").strip()[:200]
+            for name in ("verdict", "detector", "tool", "format", "project", "q")
+        }
+        return cls(
+            **texts,
+            sort=params.get("sort") if params.get("sort") in SORTS else "new",
+            since=_date(params.get("since")),
+            until=_date(params.get("until")),
+        )
 
     def query(self) -> dict[str, str]:
         """Return the set filters as query parameters (for links that keep them)."""

@@ -41,7 +41,7 @@ def store_trace(
             project=project,
             sha256=digest,
             defaults={
-                "name": name[:255] or "trace",
+                "name": storage.clean_text(name[:255]) or "trace",
                 "size": len(data),
                 "raw": data,
                 "declared_format": format,

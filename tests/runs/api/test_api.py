@@ -173,3 +173,18 @@ def test_openapi_docs_list_every_endpoint(client):
     assert "/static/ninja/swagger-ui-bundle" in html
     assert "cdn." not in html and "unpkg" not in html
     assert json.dumps(schema)
+
+
+@pytest.mark.parametrize("param", ["q", "tool", "detector", "format"])
+def test_a_nul_in_a_query_parameter_is_no_server_error(api, param):
+    response = api.get(f"/api/runs?{param}=a%00b")
+    assert response.status_code == 200
+    assert response.json()["items"] == []
+
+
+def test_a_nul_in_the_upload_name_is_kept_readable(api):
+    response = api.post("/api/traces?name=a%00b.jsonl", b'{"type":"user","text":"hi"}\n',
+                        content_type="application/octet-stream")  # fmt: skip
+    assert response.status_code == 202
+    trace = Trace.objects.get(pk=response.json()["trace_id"])
+    assert trace.name == "a\ufffdb.jsonl"

@@ -367,3 +367,9 @@ def test_the_admin_links_to_threshold_tuning(client, db):
     client.force_login(admin)
     html = html_of(client.get("/admin/"))
     assert f'href="{reverse("runs:tuning_index")}"' in html
+
+
+@pytest.mark.parametrize("param", ["q", "tool", "detector", "format", "project", "verdict"])
+def test_a_nul_in_a_filter_is_no_server_error(client_in, runs, param):
+    response = client_in.get(reverse("runs:list") + f"?{param}=web%00x")
+    assert response.status_code == 200
