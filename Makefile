@@ -23,6 +23,7 @@ run: speedups
 ## the embedded PostgreSQL and filesystem broker otherwise).
 test: speedups
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
