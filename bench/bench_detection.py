@@ -11,6 +11,16 @@ SHA-256 per call, counts of progress signatures, stall score); peak traced memor
 (tracemalloc, separate pass); the baseline/engine time ratios; and checks that the cost per
 step stays flat as runs grow. Each job starts with the engine's digest memo empty; up to
 200k steps, jobs run interleaved ``--repeat`` times and the best time of each is kept.
+
+    .venv/bin/python bench/bench_detection.py --sizes 1000,20000 --compare a2640e2
+
+``--compare REV`` puts an earlier git revision beside this tree: it extracts REV (``git
+archive``) into a temporary folder, compiles both trees' engines afresh into that folder (each
+with its own scripts/build_speedups.py, ``LOOPBOARD_SPEEDUPS_DIR`` pointing there, so the
+build/ of this checkout is left alone), runs this script, with the same jobs and data, on
+each tree in a subprocess, and prints both trees' us/step and baseline ratios side by side.
+The baseline is the same code in both runs, so its row shows how much the machine drifted
+between them. The folder is removed afterwards.
 """
 
 from __future__ import annotations
@@ -18,16 +28,24 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
+import io
 import json
+import os
 import random
+import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
+import detection  # noqa: E402
 from detection import Monitor, Step, analyze  # noqa: E402
 from detection.keys import clear_memo  # noqa: E402
 
@@ -143,6 +161,142 @@ def peak(function: Callable[[list[Step]], object], steps: list[Step]) -> int:
     return high
 
 
+JOBS = {"analyze": analyze, "Monitor": run_monitor, "baseline": baseline}
+ENGINE_JOBS = ("analyze", "Monitor")
+
+
+def measure(args: argparse.Namespace) -> dict[str, list[float]]:
+    """Time every job at every size and print the figures; return each job's us/step by size."""
+    sizes = [int(size) for size in args.sizes.split(",")]
+    header = (
+        f"{'steps':>9} {'job':>9} {'seconds':>8} {'steps/s':>10} {'us/step':>8} "
+        f"{'peak MiB':>9}  notes"
+    )
+    print(f"healthy results: {f'about {args.result_kb:g} KB' if args.result_kb else 'one line'}")
+    print(header)
+    print("-" * len(header))
+    per_step: dict[str, list[float]] = {name: [] for name in JOBS}
+    for size in sizes:
+        steps = generate(size, args.seed, args.result_kb)
+        result = analyze(steps[: min(size, 200_000)])
+        note = (
+            f"verdict {result.verdict}, stall {result.stall_score:.3f}, "
+            f"{len(result.findings)} findings (first {min(size, 200_000)} steps)"
+        )
+        rounds = max(args.repeat, 1) if size <= 200_000 else 1
+        best = {name: float("inf") for name in JOBS}
+        for _ in range(rounds):
+            for name, function in JOBS.items():
+                best[name] = min(best[name], timed(function, steps))
+        for name, function in JOBS.items():
+            seconds = best[name]
+            memory = peak(function, steps) / 2**20 if size <= args.memory_max else float("nan")
+            per_step[name].append(seconds / size * 1e6)
+            print(
+                f"{size:>9} {name:>9} {seconds:>8.2f} {size / seconds:>10,.0f} "
+                f"{seconds / size * 1e6:>8.2f} {memory:>9.1f}  {note if name == 'analyze' else ''}"
+            )
+        del steps
+    print()
+    for name, costs in per_step.items():
+        print(f"{name:>9}: us/step by size {', '.join(f'{c:.2f}' for c in costs)} (linear if flat)")
+    for name, ratio in ratios(per_step).items():
+        print(
+            f"baseline/{name} time ratio by size: {', '.join(f'{r:.2f}' for r in ratio)} "
+            "(>= 1 means all detectors are at least as fast as the baseline)"
+        )
+    return per_step
+
+
+def ratios(per_step: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Return baseline time / engine time by size, for each engine job."""
+    return {
+        name: [b / a for a, b in zip(per_step[name], per_step["baseline"], strict=True)]
+        for name in ENGINE_JOBS
+    }
+
+
+def extract(rev: str, folder: Path) -> str:
+    """Write the files of git revision `rev` into `folder` (git archive); return its short id."""
+    git = ["git", "-C", str(ROOT)]
+    found = subprocess.run(
+        [*git, "rev-parse", "--verify", "--quiet", "--short", f"{rev}^{{commit}}"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if found.returncode:
+        raise SystemExit(f"--compare: {rev!r} is not a commit of {ROOT}")
+    commit = found.stdout.strip()
+    archive = subprocess.run([*git, "archive", commit], stdout=subprocess.PIPE, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(folder, filter="data")
+    return commit
+
+
+def compile_engine(root: Path, speedups: Path) -> dict[str, str]:
+    """Compile the engine of the tree at `root` into `speedups` with that tree's own
+    scripts/build_speedups.py; return the environment in which that tree loads the build."""
+    env = dict(os.environ, LOOPBOARD_SPEEDUPS_DIR=str(speedups))
+    subprocess.run([sys.executable, "scripts/build_speedups.py"], cwd=root, env=env, check=True)
+    return env
+
+
+def measure_in(script: Path, env: dict[str, str], args: argparse.Namespace, out: Path) -> dict:
+    """Run `script` (this benchmark, in some tree) with the same options; return its figures."""
+    options = ["--sizes", args.sizes, "--seed", str(args.seed), "--result-kb", str(args.result_kb),
+               "--memory-max", str(args.memory_max), "--repeat", str(args.repeat)]  # fmt: skip
+    command = [sys.executable, str(script), *options, "--json", str(out)]
+    subprocess.run(command, cwd=script.parents[1], env=env, check=True)
+    return json.loads(out.read_text())
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Measure this tree and git revision `args.compare`, each with its engine compiled afresh
+    in a temporary folder, and print their figures side by side."""
+    with tempfile.TemporaryDirectory(prefix="bench-detection-") as name:
+        temp = Path(name)
+        commit = extract(args.compare, temp / "tree")
+        script = temp / "tree" / "bench" / Path(__file__).name
+        script.parent.mkdir(exist_ok=True)
+        shutil.copyfile(__file__, script)  # the same jobs and data, on that tree's engine
+        named = args.compare if args.compare == commit else f"{args.compare} ({commit})"
+        print(f"compiling the engines of this tree and of {named} ...", flush=True)
+        here_env = compile_engine(ROOT, temp / "speedups-here")
+        there_env = compile_engine(temp / "tree", temp / "speedups-there")
+        print(f"\nthis tree ({ROOT}):", flush=True)
+        here = measure_in(Path(__file__), here_env, args, temp / "here.json")
+        print(f"\n{commit} (in {temp / 'tree'}):", flush=True)
+        there = measure_in(script, there_env, args, temp / "there.json")
+    print_comparison([int(size) for size in args.sizes.split(",")], here, there, commit)
+
+
+def print_comparison(sizes: list[int], here: dict, there: dict, label: str) -> None:
+    """Print both trees' us/step and baseline ratios side by side, with how many times faster
+    this tree's figure is (above 1: this tree is faster)."""
+    rows = []
+    here_ratios, there_ratios = ratios(here["us_per_step"]), ratios(there["us_per_step"])
+    for index, size in enumerate(sizes):
+        for name in JOBS:
+            a, b = here["us_per_step"][name][index], there["us_per_step"][name][index]
+            rows.append((size, f"{name} us/step", a, b, b / a))
+        for name in ENGINE_JOBS:
+            a, b = here_ratios[name][index], there_ratios[name][index]
+            rows.append((size, f"baseline/{name}", a, b, a / b))
+    width = max(len(label), 9)
+    header = f"{'steps':>9}  {'figure':<18} {'this tree':>{width}} {label:>{width}} {'faster':>7}"
+    engine = {True: "compiled", False: "plain Python"}
+    print(f"\nthis tree ({engine[here['compiled']]}) beside {label} ({engine[there['compiled']]}):")
+    if here["compiled"] != there["compiled"]:
+        print("(one engine is compiled and the other is not: their times do not compare)")
+    print(header)
+    print("-" * len(header))
+    for size, figure, a, b, faster in rows:
+        print(f"{size:>9}  {figure:<18} {a:>{width}.2f} {b:>{width}.2f} {faster:>6.2f}x")
+    print(
+        f"faster: {label}'s us/step / this tree's, or this tree's baseline ratio / {label}'s; "
+        "the baseline row is the same code in both, so it shows the machine's drift"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,100000,1000000")
@@ -166,47 +320,19 @@ def main(argv: list[str] | None = None) -> int:
         help="rounds per size up to 200k steps (jobs interleaved, best time kept): the "
         "machine may be shared, and noise only ever adds time",
     )
-    args = parser.parse_args(argv)
-    sizes = [int(size) for size in args.sizes.split(",")]
-    jobs = {"analyze": analyze, "Monitor": run_monitor, "baseline": baseline}
-    header = (
-        f"{'steps':>9} {'job':>9} {'seconds':>8} {'steps/s':>10} {'us/step':>8} "
-        f"{'peak MiB':>9}  notes"
+    parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also measure the engine of this git revision and print both side by side",
     )
-    print(f"healthy results: {f'about {args.result_kb:g} KB' if args.result_kb else 'one line'}")
-    print(header)
-    print("-" * len(header))
-    per_step: dict[str, list[float]] = {name: [] for name in jobs}
-    for size in sizes:
-        steps = generate(size, args.seed, args.result_kb)
-        result = analyze(steps[: min(size, 200_000)])
-        note = (
-            f"verdict {result.verdict}, stall {result.stall_score:.3f}, "
-            f"{len(result.findings)} findings (first {min(size, 200_000)} steps)"
-        )
-        rounds = max(args.repeat, 1) if size <= 200_000 else 1
-        best = {name: float("inf") for name in jobs}
-        for _ in range(rounds):
-            for name, function in jobs.items():
-                best[name] = min(best[name], timed(function, steps))
-        for name, function in jobs.items():
-            seconds = best[name]
-            memory = peak(function, steps) / 2**20 if size <= args.memory_max else float("nan")
-            per_step[name].append(seconds / size * 1e6)
-            print(
-                f"{size:>9} {name:>9} {seconds:>8.2f} {size / seconds:>10,.0f} "
-                f"{seconds / size * 1e6:>8.2f} {memory:>9.1f}  {note if name == 'analyze' else ''}"
-            )
-        del steps
-    print()
-    for name, costs in per_step.items():
-        print(f"{name:>9}: us/step by size {', '.join(f'{c:.2f}' for c in costs)} (linear if flat)")
-    for name in ("analyze", "Monitor"):
-        ratio = [b / a for a, b in zip(per_step[name], per_step["baseline"], strict=True)]
-        print(
-            f"baseline/{name} time ratio by size: {', '.join(f'{r:.2f}' for r in ratio)} "
-            "(>= 1 means all detectors are at least as fast as the baseline)"
-        )
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)  # figures, for --compare
+    args = parser.parse_args(argv)
+    if args.compare:
+        compare(args)
+        return 0
+    per_step = measure(args)
+    if args.json:
+        args.json.write_text(json.dumps({"compiled": detection.COMPILED, "us_per_step": per_step}))
     return 0
 
 

@@ -4,14 +4,15 @@
     .venv/bin/python bench/bench_ingest.py --runs 4000            # 200,000 spans
     .venv/bin/python bench/bench_ingest.py --url http://HOST:8000 --key lb_... --dsn postgres://...
 
-Generates the runs with /work/shared/bench/gen_traces.py (protobuf batches of 500 spans, 50
-spans per run), starts its own loopboard (gunicorn + Celery worker, like `loopboard serve`)
-against a scratch database (real PostgreSQL on 127.0.0.1:5432 and Redis on 6379 when they
-answer, else the embedded ones), sends the batches from 2 connections, and polls the database
-until every run has a verdict. Meanwhile it samples the run page's and `GET /api/runs/{id}`'s
-latency and the RSS of the web and worker process trees. Prints a JSON summary and a table
-side by side with Arize Phoenix's numbers from /work/shared/bench/README.md. The Redis
-database it uses (and flushes) is BENCH_REDIS_DB (default 9).
+Generates the runs with bench/gen_traces.py (protobuf batches of 500 spans, 50 spans per
+run; GEN_TRACES names another copy), starts its own loopboard (gunicorn + Celery worker, like
+`loopboard serve`) against a scratch database (real PostgreSQL on 127.0.0.1:5432 and Redis on
+6379 when they answer, else the embedded ones), sends the batches from 2 connections, and
+polls the database until every run has a verdict. Meanwhile it samples the run page's and
+`GET /api/runs/{id}`'s latency and the RSS of the web and worker process trees. Prints a JSON
+summary and a table side by side with Arize Phoenix's numbers, measured with the same
+generator (bench/README.md). The Redis database it uses (and flushes) is BENCH_REDIS_DB
+(default 9).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import psutil
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
-GEN = Path(os.environ.get("GEN_TRACES", "/work/shared/bench/gen_traces.py"))
+GEN = Path(os.environ.get("GEN_TRACES") or Path(__file__).with_name("gen_traces.py"))
 PG = "postgres://postgres@127.0.0.1:5432"
 REDIS = ("127.0.0.1", 6379)
 USER, PASSWORD = "bench", "bench-password-1"
@@ -223,6 +224,7 @@ def login(url: str) -> httpx.Client:
     return page
 
 
+# Arize Phoenix's figures on this machine class, from bench/README.md.
 PHOENIX = {"name": "Arize Phoenix 20.26", "spans_per_second": 200,
            "note": "stored only, no loop analysis; 50k spans in 240-310 s, 200k in ~1,015 s"}  # fmt: skip
 TARGET_SPANS_PER_SECOND = 5000
@@ -270,7 +272,7 @@ def table(summary: dict) -> str:
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    lines.append(f"Phoenix: {PHOENIX['note']} (/work/shared/bench/README.md).")
+    lines.append(f"Phoenix: {PHOENIX['note']} (bench/README.md).")
     return "\n".join(lines)
 
 

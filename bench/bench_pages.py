@@ -58,15 +58,12 @@ def bench_database_url() -> str:
     return bench
 
 
-def copy_rows(cursor, table: str, columns: list[str], rows) -> None:
-    with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
 def make_runs(project_id: int, count: int) -> None:
     """Insert `count` analyzed-looking runs with COPY and fill their search vectors."""
     from django.db import connection
+
+    from runs.services import storage
+    from runs.services.summary import RunSummary, Strip
 
     rng = random.Random(7)
     now = datetime.now(UTC)
@@ -84,7 +81,8 @@ def make_runs(project_id: int, count: int) -> None:
             tools = sorted(rng.sample(TOOLS, rng.randint(1, 6)))
             flagged = verdict != "ok"
             detectors = sorted(rng.sample(DETECTORS, rng.randint(1, 2))) if flagged else []
-            cells = [rng.choice([0, 0, 0, 1, 2, 3, 4]) if flagged else 0 for _ in range(48)]
+            cells = tuple(rng.choice([0, 0, 0, 1, 2, 3, 4]) if flagged else 0 for _ in range(48))
+            fired = (rng.randint(0, 47),) if flagged else ()
             created = now - timedelta(seconds=rng.randint(0, 90 * 86400))
             waste = rng.randint(1, steps) if flagged else 0
             yield (
@@ -93,12 +91,12 @@ def make_runs(project_id: int, count: int) -> None:
                 waste, waste * 900 if flagged else None, waste * 0.003 if flagged else None,
                 waste * 4.0 if flagged else None, "{" + ",".join(detectors) + "}",
                 "{" + ",".join(tools) + "}",
-                json.dumps({"strip": {"cells": cells, "fired": [rng.randint(0, 47)] if flagged else []}}),
+                json.dumps(RunSummary(strip=Strip(cells, fired)).to_json()),
                 created, created + timedelta(seconds=steps * 3), created, created,
             )  # fmt: skip
 
+    storage.copy_rows("runs_run", columns, rows())
     with connection.cursor() as cursor:
-        copy_rows(cursor.cursor, "runs_run", columns, rows())
         cursor.execute(
             "UPDATE runs_run SET search = to_tsvector('simple', "
             "array_to_string(tools, ' ') || ' ' || external_id) WHERE project_id = %s",
@@ -109,11 +107,10 @@ def make_runs(project_id: int, count: int) -> None:
 
 def make_big_run(project, steps: int):
     """Insert one run of `steps` steps (turns, progress, long loops) and analyze it."""
-    from django.db import connection
-
-    from detection import keys
-    from runs import analysis
+    import detection
     from runs.models import Run
+    from runs.services import analysis, storage
+    from runs.services.policy import engine_policy
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
     run = Run.objects.create(
@@ -127,40 +124,37 @@ def make_big_run(project, steps: int):
         ended_at=start + timedelta(seconds=steps),
         created_at=start - timedelta(days=365),  # keep it off the first page of the list
     )
-    columns = [
-        "run_id", "seq", "kind", "source_id", "parent_id", "tool", "args", "result", "status",
-        "batch_id", "text", "started_at", "ended_at", "tokens_in", "tokens_out", "cost",
-        "call_sig",
-    ]  # fmt: skip
+    epoch = start.timestamp()
     calls = 0
 
-    def rows():
+    def engine_steps():
         nonlocal calls
         for seq in range(steps):
-            at = start + timedelta(seconds=seq)
+            at = epoch + seq
             block, offset = divmod(seq, 1000)
             if offset == 0:
-                yield (run.pk, seq, "user", "", "", "", None, None, "ok", "", f"Task {block}",
-                       at, at, None, None, None, "")  # fmt: skip
+                yield detection.Step(seq, "user", text=f"Task {block}", started_at=at, ended_at=at)
                 continue
             if offset % 10 == 1:
-                yield (run.pk, seq, "assistant", "", "", "", None, None, "ok", "",
-                       f"Thinking about step {seq}", at, at, 50, 20, 0.0002, "")  # fmt: skip
+                yield detection.Step(seq, "assistant", text=f"Thinking about step {seq}",
+                                     started_at=at, ended_at=at, tokens_in=50, tokens_out=20,
+                                     cost=0.0002)  # fmt: skip
                 continue
             calls += 1
             if offset < 400:  # progress: new arguments every time
                 tool, args, result = "read_file", {"path": f"src/f{seq}.py"}, f"line {seq}"
             else:  # a long loop: the same search, nothing new
                 tool, args, result = "web_search", {"query": f"q{block}"}, {"results": []}
-            sig = keys.call_signature(tool, args)[:80]
-            yield (run.pk, seq, "tool_call", "", "", tool, json.dumps(args), json.dumps(result),
-                   "ok", "", "", at, at + timedelta(milliseconds=400), 900, 40, 0.003, sig)  # fmt: skip
+            yield detection.Step(seq, "tool_call", tool=tool, args=args, result=result,
+                                 started_at=at, ended_at=at + 0.4, tokens_in=900, tokens_out=40,
+                                 cost=0.003)  # fmt: skip
 
-    with connection.cursor() as cursor:
-        copy_rows(cursor.cursor, "runs_step", columns, rows())
+    policy = engine_policy(project)
+    rows = (storage.step_values(run.pk, step, policy)[0] for step in engine_steps())
+    storage.copy_rows("runs_step", storage.STEP_COLUMNS, rows)
     Run.objects.filter(pk=run.pk).update(tool_call_count=calls)
     began = time.perf_counter()
-    analysis.analyze_run(run.pk)
+    analysis.analyze_run(run.pk, policy)
     print(f"analyze_run on {steps} steps: {time.perf_counter() - began:.2f} s")
     run.refresh_from_db()
     return run
@@ -257,7 +251,7 @@ def main() -> None:
     print(f"\n{total} runs in the bench project; big run: {big.step_count} steps, "
           f"{big.findings.count()} findings, verdict {big.verdict}\n")  # fmt: skip
     print(f"{'page':40} {'median ms':>10} {'p95 ms':>8} {'queries':>8} {'KB':>7}")
-    from runs import tree
+    from runs.web import tree
 
     for label, url in pages:
         cold = "tree" in url

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/screenshots.py [--base http://127.0.0.1:8000] [--out screenshots]
 
-Uses Debian's Chromium (/usr/bin/chromium, or $CHROMIUM) through Playwright. Needs a server
+Uses Debian's Chromium (`chromium` on PATH, or $CHROMIUM) through Playwright. Needs a server
 with at least one flagged run (the demo data: `loopboard serve` seeds it).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
@@ -41,7 +42,8 @@ def main() -> None:
     base = args.base.rstrip("/")
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+            executable_path=os.environ.get("CHROMIUM") or shutil.which("chromium"),
+            args=CHROMIUM_ARGS,
         )
         page = browser.new_page(viewport={"width": args.width, "height": args.height})
         page.goto(f"{base}/accounts/login/")
