@@ -120,6 +120,7 @@ class Trace(models.Model):
     status = models.CharField(max_length=12, choices=Status, default=Status.RECEIVED)
     error = models.TextField(blank=True)
     skipped_lines = models.PositiveIntegerField(default=0)
+    import_attempts = models.PositiveSmallIntegerField(default=0)  # imports started
     warnings = models.JSONField(default=list, blank=True)  # "file:line: reason", at most 100
     source = models.CharField(max_length=10, choices=Source, default=Source.UPLOAD)
     uploaded_by = models.ForeignKey(

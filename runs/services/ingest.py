@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 import detection
@@ -20,6 +21,8 @@ from . import analysis, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 2  # imports started that never finished: then the trace is failed
 
 
 def store_trace(
@@ -67,47 +70,89 @@ def import_limits() -> importers.Limits:
 def ingest_trace(trace_id: int) -> None:
     """Parse a stored trace into runs and steps, all or nothing, and queue their analysis.
 
-    Safe to run twice: a trace that is already past parsing is left alone, and a run is
-    inserted in the same transaction that moves the trace on.
+    Exactly once, however often it is called and by how many workers: the transaction that
+    stores the runs holds the trace row locked, a second caller skips a locked or finished
+    trace, and leftovers of an attempt that died are deleted under the same lock. Any error
+    but a lost database marks the trace failed with a message that says where; a lost
+    database is raised, for the task to retry.
     """
-    claimed = Trace.objects.filter(
-        pk=trace_id, status__in=[Trace.Status.RECEIVED, Trace.Status.PARSING]
-    ).update(status=Trace.Status.PARSING, updated_at=timezone.now())
-    if not claimed:
+    if not _start_attempt(trace_id):
         return
-    trace = Trace.objects.select_related("project").get(pk=trace_id)
+    trace = Trace.objects.select_related("project").defer("raw").get(pk=trace_id)
     try:
-        engine_policy, policy_warning = policy_service.engine_policy_or_default(trace.project)
         with transaction.atomic():
-            trace.runs.all().delete()  # leftovers of an attempt that died are never kept
-            run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
-            for parsed in importers.iter_runs(
-                bytes(trace.raw),
-                source=trace.name,
-                format=trace.declared_format or None,
-                limits=import_limits(),
-            ):
-                run = store_run(trace.project, parsed, trace=trace, policy=engine_policy)
-                run_ids.append(run.pk)
-                skipped = max(skipped, parsed.skipped)
-                warnings = warnings or parsed.warnings
-                format_ = parsed.format
-            if not run_ids:
-                raise TraceError("the file holds no run (no steps found)", source=trace.name)
-            Trace.objects.filter(pk=trace.pk).update(
-                status=Trace.Status.ANALYZING,
-                format=format_,
-                skipped_lines=skipped,
-                warnings=([policy_warning] if policy_warning else []) + warnings[:100],
-                error="",
-                updated_at=timezone.now(),
+            locked = (
+                Trace.objects.select_for_update(skip_locked=True)
+                .filter(pk=trace_id, status=Trace.Status.PARSING)
+                .first()
             )
-            queue.queue_analysis(run_ids)
+            if locked is None:
+                return  # another worker holds it, or it has moved on
+            _store_parsed(locked, trace.project)
+    except OperationalError:
+        raise
     except TraceError as exc:
         _fail(trace, str(exc))
-    except (ValueError, TypeError, RecursionError, MemoryError) as exc:
+    except Exception as exc:  # noqa: BLE001 - every input must end, failed with a reason
         log.exception("import of trace %s failed", trace_id)
         _fail(trace, f"{trace.name}: could not be read: {exc.__class__.__name__}: {exc}")
+
+
+def _start_attempt(trace_id: int) -> bool:
+    """Count one more attempt at a trace waiting for import; return whether to go on.
+
+    A trace whose import was started MAX_ATTEMPTS times and never finished killed its
+    worker each time (out of memory, most likely): it is failed instead of tried again.
+    """
+    with transaction.atomic():
+        trace = (
+            Trace.objects.select_for_update(skip_locked=True)
+            .filter(pk=trace_id, status__in=[Trace.Status.RECEIVED, Trace.Status.PARSING])
+            .only("pk", "name", "import_attempts")
+            .first()
+        )
+        if trace is None:
+            return False
+        if trace.import_attempts >= MAX_ATTEMPTS:
+            _fail(trace, f"{trace.name}: the import ran out of memory or was killed "
+                         f"{trace.import_attempts} times; it is not tried again")  # fmt: skip
+            return False
+        Trace.objects.filter(pk=trace_id).update(
+            status=Trace.Status.PARSING,
+            import_attempts=F("import_attempts") + 1,
+            updated_at=timezone.now(),
+        )
+    return True
+
+
+def _store_parsed(trace: Trace, project: Project) -> None:
+    """Replace the trace's runs with the ones parsed from its bytes (in the caller's
+    transaction) and move it on to analysis."""
+    engine_policy, policy_warning = policy_service.engine_policy_or_default(project)
+    trace.runs.all().delete()  # leftovers of an attempt that died are never kept
+    run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
+    for parsed in importers.iter_runs(
+        bytes(trace.raw),
+        source=trace.name,
+        format=trace.declared_format or None,
+        limits=import_limits(),
+    ):
+        run = store_run(project, parsed, trace=trace, policy=engine_policy)
+        run_ids.append(run.pk)
+        skipped = max(skipped, parsed.skipped)
+        warnings = warnings or parsed.warnings
+        format_ = parsed.format
+    if not run_ids:
+        raise TraceError("the file holds no run (no steps found)", source=trace.name)
+    Trace.objects.filter(pk=trace.pk).update(
+        status=Trace.Status.ANALYZING,
+        format=format_,
+        skipped_lines=skipped,
+        warnings=([policy_warning] if policy_warning else []) + warnings[:100],
+        error="",
+        updated_at=timezone.now(),
+    )
+    queue.queue_analysis(run_ids)
 
 
 def _fail(trace: Trace, message: str) -> None:

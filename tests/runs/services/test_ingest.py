@@ -162,3 +162,30 @@ def test_a_policy_made_invalid_in_the_database_never_breaks_an_upload(project, p
     assert "policy of project 'agents' is invalid" in trace.warnings[0]
     assert "built-in defaults" in trace.warnings[0]
     assert trace.runs.get().verdict == "stop"  # the built-in thresholds still apply
+
+
+def test_a_trace_whose_import_died_twice_is_failed_not_retried(project):
+    trace, _ = ingest.store_trace(project, looping_trace(3), name="killer.jsonl")
+    Trace.objects.filter(pk=trace.pk).update(status=Trace.Status.PARSING, import_attempts=2)
+    ingest.ingest_trace(trace.pk)
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.FAILED
+    assert "ran out of memory or was killed 2 times" in trace.error
+    assert not trace.runs.exists() and bytes(trace.raw) == looping_trace(3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type": "tool_call", "tool": "a\\u0000b", "args": {}}',
+        b'{"type": "tool_call", "tool": "t", "args": {"\\ud800": 1}}',
+        b'{"type": "tool_call", "tool": "t", "args": {}, "tokens_in": 1e400}',
+        b'{"type": "tool_call", "tool": "t", "args": {}, "seq": 1e400}',
+        b'{"run_id": "r\\u0000", "type": "user", "text": "x"}',
+    ],
+)
+def test_hostile_values_end_failed_or_analyzed_never_stuck(project, process, line):
+    trace = process(project, b'{"type": "user", "text": "go"}\n' + line + b"\n")
+    assert trace.status in (Trace.Status.ANALYZED, Trace.Status.FAILED), trace.status
+    if trace.status == Trace.Status.FAILED:
+        assert trace.error.startswith("trace.jsonl")

@@ -53,3 +53,30 @@ def test_the_last_of_two_parallel_analyses_marks_the_trace_analyzed(project):
     two.join(10)
     trace.refresh_from_db()
     assert trace.status == Trace.Status.ANALYZED
+
+
+def test_an_import_skips_a_trace_another_worker_holds_and_nothing_is_doubled(project):
+    data = native_jsonl(message("user", "go"), call("read", {"p": 1}, "x"))
+    trace, _ = ingest.store_trace(project, data, name="held.jsonl")
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a worker in the middle of this trace's import
+        try:
+            with transaction.atomic():
+                Trace.objects.select_for_update().get(pk=trace.pk)
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    ingest.ingest_trace(trace.pk)  # the redelivered message: skips, at once
+    assert not Run.objects.filter(trace=trace).exists()
+    release.set()
+    holder.join(10)
+    ingest.ingest_trace(trace.pk)  # what recovery queues later
+    ingest.ingest_trace(trace.pk)  # and a duplicate of it
+    assert Run.objects.filter(trace=trace).count() == 1
+    assert Run.objects.get(trace=trace).step_count == 2
