@@ -13,7 +13,7 @@ from ninja.parser import Parser
 
 from runs.api import auth, ratelimit
 from runs.api.router import router
-from runs.importers.base import json_depth_ok
+from runs.importers.reading import json_depth_ok
 
 
 class BoundedJSONParser(Parser):

@@ -5,6 +5,9 @@ Success is `200` with an `ExportTraceServiceResponse` in the request's encoding 
 carry a `google.rpc.Status` in the request's encoding: 400 undecodable, 401 no/unknown key,
 403 revoked key, 405 not POST, 413 too large, 415 unsupported content type, 429 rate limited
 (with Retry-After).
+
+The body is decoded by `runs.importers.otlp.spans` (the decoder the OTLP file importer uses,
+so both take and reject the same spans) and buffered by `runs.services.otlp.store_batch`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ..services import otlp as otlp_ingest
+from ..importers.otlp import spans
+from ..services.otlp import store_batch
 from . import auth, ratelimit
 
 # google.rpc.Code for each HTTP status we answer with
@@ -27,17 +31,15 @@ RPC_CODES = {400: 3, 401: 16, 403: 7, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13}
 
 def _encoding_for_reply(request: HttpRequest) -> str:
     media = request.META.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
-    return "json" if media == otlp_ingest.JSON else "proto"
+    return "json" if media == spans.JSON else "proto"
 
 
 def _reply(message, encoding: str, status: int = 200) -> HttpResponse:  # type: ignore[no-untyped-def]
     if encoding == "json":
         return HttpResponse(
-            MessageToJson(message, indent=None), status=status, content_type=otlp_ingest.JSON
+            MessageToJson(message, indent=None), status=status, content_type=spans.JSON
         )
-    return HttpResponse(
-        message.SerializeToString(), status=status, content_type=otlp_ingest.PROTOBUF
-    )
+    return HttpResponse(message.SerializeToString(), status=status, content_type=spans.PROTOBUF)
 
 
 def rpc_status(code: int, message: str) -> bytes:
@@ -53,15 +55,36 @@ def _error(message: str, status: int, encoding: str, **headers: str) -> HttpResp
         response = HttpResponse(
             json.dumps({"code": code, "message": message}),
             status=status,
-            content_type=otlp_ingest.JSON,
+            content_type=spans.JSON,
         )
     else:
         response = HttpResponse(
-            rpc_status(code, message), status=status, content_type=otlp_ingest.PROTOBUF
+            rpc_status(code, message), status=status, content_type=spans.PROTOBUF
         )
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def _body_limits() -> spans.BodyLimits:
+    """Return the limits of a body once decompressed, from the upload and JSON settings."""
+    return spans.BodyLimits.for_uploads(
+        settings.MAX_UPLOAD_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
+    )
+
+
+def _read(request: HttpRequest) -> tuple[bytes, spans.Batch]:
+    """Return the body and its decoded batch, or raise OtlpError: the content type is
+    checked before the body is read, the body's size before it is decoded."""
+    content_type = request.META.get("CONTENT_TYPE", "")
+    spans.encoding_of(content_type)
+    body = request.read(settings.MAX_UPLOAD_BYTES + 1)
+    if len(body) > settings.MAX_UPLOAD_BYTES:
+        raise spans.OtlpError(
+            f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
+        )
+    content_encoding = request.META.get("HTTP_CONTENT_ENCODING", "")
+    return body, spans.read_batch(body, content_type, content_encoding, limits=_body_limits())
 
 
 @csrf_exempt
@@ -78,19 +101,10 @@ def receive_traces(request: HttpRequest) -> HttpResponse:
     except ratelimit.RateLimited as exc:
         return _error(str(exc), 429, encoding, **{"Retry-After": str(exc.retry_after)})
     try:
-        content_type = request.META.get("CONTENT_TYPE", "")
-        otlp_ingest.encoding_of(content_type)
-        body = request.read(settings.MAX_UPLOAD_BYTES + 1)
-        if len(body) > settings.MAX_UPLOAD_BYTES:
-            raise otlp_ingest.OtlpError(
-                f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
-            )
-        batch = otlp_ingest.read_batch(
-            body, content_type, request.META.get("HTTP_CONTENT_ENCODING", "")
-        )
-    except otlp_ingest.OtlpError as exc:
+        body, batch = _read(request)
+    except spans.OtlpError as exc:
         return _error(exc.message, exc.status, encoding)
-    otlp_ingest.store_batch(key.project, body, batch)
+    store_batch(key.project, body, batch)
     reply = ExportTraceServiceResponse()
     if batch.rejected:
         reply.partial_success.rejected_spans = batch.rejected

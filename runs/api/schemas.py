@@ -9,7 +9,7 @@ from django.conf import settings
 from ninja import Field, Schema
 from pydantic import ConfigDict, field_validator
 
-from ..importers.base import json_depth_ok as json_depth
+from ..importers.reading import json_depth_ok as json_depth
 
 
 def _bounded(value: Any) -> Any:

@@ -12,7 +12,7 @@ import gzip
 import io
 import os
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Protocol
 
 from detection.model import Run
 
@@ -30,12 +30,26 @@ from . import (
     swe_agent,
     tree_json,
 )
-from .base import DEFAULT_LIMITS, Importer, Limits, TraceError
+from .errors import TraceError
+from .reading import DEFAULT_LIMITS, HEAD_BYTES, Limits
 
 __all__ = ["IMPORTERS", "Limits", "TraceError", "detect_format", "iter_runs", "open_trace"]
 
-HEAD_BYTES = 64 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
+
+
+class Importer(Protocol):
+    """One trace format: a module (or object) with these four names, listed in IMPORTERS."""
+
+    name: str  # short id used by --format, the upload field and the API, e.g. "native"
+    label: str  # human name, e.g. "loopboard native JSONL"
+
+    def sniff(self, head: bytes) -> bool:
+        """Return True when the first bytes (up to 64 KiB, decompressed) look like this format."""
+
+    def parse(self, stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+        """Yield the runs in the stream, in the order they appear."""
+
 
 IMPORTERS: dict[str, Importer] = {
     module.name: module  # type: ignore[misc]

@@ -24,8 +24,10 @@ from typing import IO, Any
 
 from detection.model import Run
 
-from .base import Limits, Skips, TraceError, head_values
-from .conversation import Conversation, content_text, read_conversations
+from .content import content_text
+from .conversation import Conversation, read_conversations
+from .errors import Skips, TraceError
+from .reading import Limits, head_values
 
 name = "anthropic"
 label = "Anthropic Messages API conversation"
@@ -117,14 +119,15 @@ def _add_user(conversation: Conversation, message: dict, index: int) -> None:
         if not isinstance(block, dict):
             raise TraceError("a content block must be an object", field="content")
         if block.get("type") in ("tool_result", "web_search_tool_result"):
+            result = block.get("content")  # optional: no content is no result
             conversation.result(
-                content_text(block.get("content")),
+                None if result is None else content_text(result),
                 call_id=block.get("tool_use_id"),
                 error=block.get("is_error") is True,
                 where=f"message {index}: ",
             )
         else:
-            texts.append(content_text([block]) or "")
+            texts.append(content_text([block]))
     if texts:
         conversation.message("user", "\n".join(texts), id=f"m{index}")
 
@@ -181,7 +184,7 @@ def add_message(conversation: Conversation, message: Any, index: int) -> None:
     elif role == "assistant":
         _add_assistant(conversation, message, index)
     elif role == "system":
-        conversation.message("system", content_text(content) or "", id=f"m{index}")
+        conversation.message("system", content_text(content), id=f"m{index}")
     else:
         raise TraceError(f"unknown role {role!r}", field="role")
 
@@ -203,7 +206,7 @@ def _run_from_object(
     conversation = Conversation(run, limits=limits, skips=skips, source=source)
     system = obj.get("system") if isinstance(obj, dict) else None
     if system:
-        conversation.message("system", content_text(system) or "", id="system")
+        conversation.message("system", content_text(system), id="system")
     conversation.add_each(
         messages, lambda message, index: add_message(conversation, message, index),
         field="messages",

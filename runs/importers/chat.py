@@ -33,14 +33,10 @@ from typing import IO, Any
 from detection.model import Run
 
 from . import anthropic
-from .base import (
-    Limits,
-    Skips,
-    TraceError,
-    head_values,
-    parse_json_text,
-)
-from .conversation import Conversation, content_text, read_conversations, text_is_error
+from .content import content_text, parse_json_text
+from .conversation import Conversation, read_conversations, text_is_error
+from .errors import Skips, TraceError
+from .reading import Limits, head_values
 
 name = "chat"
 label = "OpenAI Chat Completions messages (incl. tau-bench)"
@@ -149,7 +145,7 @@ def add_message(conversation: Conversation, message: Any, index: int) -> None:
         raise TraceError("content must be text or a list of parts", field="content")
     if role in ("system", "developer", "user"):
         conversation.message(
-            "user" if role == "user" else "system", content_text(content) or "", id=f"m{index}"
+            "user" if role == "user" else "system", content_text(content), id=f"m{index}"
         )
     elif role == "assistant":
         reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -160,7 +156,7 @@ def add_message(conversation: Conversation, message: Any, index: int) -> None:
             conversation.message("assistant", text, id=f"m{index}")
         _add_calls(conversation, message, f"m{index}")
     elif role in ("tool", "function"):
-        text = content_text(content)
+        text = None if content is None else content_text(content)  # no content: no result
         conversation.result(
             text,
             call_id=message.get("tool_call_id"),

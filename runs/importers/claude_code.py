@@ -55,17 +55,9 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, parse_time
-from .harness_common import (
-    JsonlReader,
-    content_text,
-    finish_run,
-    head_lines,
-    number,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, number, parse_time
+from .reading import JsonlReader, Limits, head_values
 
 name = "claude-code"
 label = "Claude Code session JSONL"
@@ -85,7 +77,7 @@ AGENT_FILE = re.compile(r"agent-([^./\\]+)\.jsonl")
 def sniff(head: bytes) -> bool:
     """JSONL whose records carry Claude Code's `sessionId` plus `uuid`/`parentUuid` or a
     queue/summary record type."""
-    for obj in head_lines(head):
+    for obj in head_values(head):
         if not isinstance(obj, dict) or obj.get("type") not in RECORD_TYPES:
             return False
         if obj.get("type") == "summary" and "leafUuid" in obj:
@@ -124,7 +116,7 @@ class _State:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a session (or sub-agent) file."""
-    reader = JsonlReader(stream, source=source, limits=limits)
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     records = [record for _, record in reader]
     reader.check_not_empty()
     abandoned = _abandoned(records)
@@ -150,7 +142,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         run_id = f"{meta['session_id']}/agent-{agent_id}" if meta.get("session_id") else agent_id
         run_name = f"agent-{agent_id}"
     run = Run(id=run_id, format=name, steps=state.steps, metadata=meta, name=run_name)
-    yield finish_run(reader.annotate(run), source=source, limits=limits)
+    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
 
 
 def _is_message(record: dict[str, Any]) -> bool:

@@ -50,18 +50,9 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .base import Limits, clip_strings, parse_time
-from .harness_common import (
-    JsonlReader,
-    content_text,
-    finish_run,
-    head_lines,
-    number,
-    parse_json_string,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, number, parse_json_text, parse_time
+from .reading import JsonlReader, Limits, clip_strings, head_values
 
 name = "codex"
 label = "OpenAI Codex CLI rollout JSONL"
@@ -77,7 +68,7 @@ WALL_TIME = re.compile(r"^Wall time:.*\n?", re.MULTILINE)
 
 def sniff(head: bytes) -> bool:
     """JSONL whose first records are `{timestamp, type: session_meta|…, payload}`."""
-    values = head_lines(head, limit=5)
+    values = head_values(head, max_lines=5)
     if not values:
         return False
     return all(
@@ -104,7 +95,7 @@ class _State:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a rollout file."""
-    reader = JsonlReader(stream, source=source, limits=limits)
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     state = _State(limits)
     for _, record in reader:
         _record(state, record)
@@ -113,7 +104,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         state.meta["skipped_records"] = dict(state.skipped)
     run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
     run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
-    yield finish_run(reader.annotate(run), source=source, limits=limits)
+    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
 
 
 def _record(state: _State, record: dict[str, Any]) -> None:
@@ -269,7 +260,7 @@ def _response_item(state: _State, payload: dict[str, Any], when: float | None) -
 def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
     kind = payload.get("type")
     if kind == "function_call":
-        tool, args = payload.get("name"), parse_json_string(payload.get("arguments"))
+        tool, args = payload.get("name"), parse_json_text(payload.get("arguments"))
     elif kind == "custom_tool_call":
         tool, args = payload.get("name"), {"input": payload.get("input")}
     elif kind == "local_shell_call":
@@ -307,7 +298,7 @@ def read_output(output: Any) -> tuple[Any, bool]:
         output = json.dumps(output)
     if not isinstance(output, str):
         return output, False
-    parsed = parse_json_string(output) if output.lstrip().startswith("{") else None
+    parsed = parse_json_text(output)
     if isinstance(parsed, dict) and "output" in parsed:
         code = number((parsed.get("metadata") or {}).get("exit_code"))
         text = parsed["output"]

@@ -24,16 +24,15 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import (
+from .content import content_text
+from .errors import Skips, TooManySteps, TraceError
+from .reading import (
+    JsonlReader,
     Limits,
-    Skips,
-    TooManySteps,
-    TraceError,
     clip_json,
     clip_strings,
     first_byte,
-    iter_json,
-    iter_jsonl,
+    iter_document,
     looks_like_jsonl,
     stream_head,
 )
@@ -45,33 +44,6 @@ _ERROR_TEXT = re.compile(r"\s*error\s*:", re.IGNORECASE)
 def text_is_error(text: Any) -> bool:
     """Return whether a result reports an error in its text: it starts with `Error:`."""
     return isinstance(text, str) and _ERROR_TEXT.match(text) is not None
-
-
-def content_text(content: Any) -> str | None:
-    """Return the text of message content: a string, or a list of parts/blocks joined.
-
-    Text parts (`text`, `input_text`, `output_text`, `refusal`, `summary_text`) give their
-    text; other parts (images, files, audio) show as `[type]`.
-    """
-    if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, dict):
-        content = [content]
-    if not isinstance(content, list):
-        return str(content)
-    pieces = []
-    for part in content:
-        if isinstance(part, str):
-            pieces.append(part)
-        elif isinstance(part, dict):
-            text = part.get("text", part.get("refusal"))
-            if isinstance(text, str):
-                pieces.append(text)
-            elif isinstance(part.get("content"), str | list):
-                pieces.append(content_text(part["content"]) or "")
-            else:
-                pieces.append(f"[{part.get('type', 'part')}]")
-    return "\n".join(pieces)
 
 
 class Conversation:
@@ -272,7 +244,7 @@ def _jsonl_values(
     skips: Skips,
     is_message: Callable[[Any], bool],
 ) -> Iterator[tuple[Where, Any]]:
-    for line, value in iter_jsonl(stream, source=source, limits=limits, skips=skips):
+    for line, value in JsonlReader(stream, source=source, limits=limits, skips=skips):
         if (
             isinstance(value, list)
             and value
@@ -298,12 +270,12 @@ def _document_values(
     if not start:
         raise TraceError("empty file", source=source)
     if start == b"{":
-        for value in iter_json(stream, "", source=source, limits=limits):
+        for value in iter_document(stream, "", source=source, limits=limits):
             yield ("", 0, None), value
         return
     if start != b"[":
         raise TraceError("expected a JSON array or object", source=source, line=1)
-    for index, item in enumerate(iter_json(stream, "item", source=source, limits=limits)):
+    for index, item in enumerate(iter_document(stream, "item", source=source, limits=limits)):
         yield (f"#{index}", index, None), item
 
 

@@ -35,19 +35,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, TraceError, parse_time
-from .harness_common import (
-    JsonlReader,
-    content_text,
-    finish_run,
-    first_object_prefix,
-    head_lines,
-    load_document,
-    number,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, number, parse_time
+from .errors import TraceError
+from .reading import JsonlReader, Limits, head_text, head_values, read_document
 
 STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result", "error"}
 
@@ -61,7 +52,7 @@ class _Stream:
     @staticmethod
     def sniff(head: bytes) -> bool:
         """JSONL of Gemini events: an `init` with `session_id`, or tool/delta events."""
-        values = head_lines(head, limit=20)
+        values = head_values(head)
         if not values or not all(
             isinstance(v, dict) and v.get("type") in STREAM_TYPES for v in values
         ):
@@ -81,7 +72,7 @@ class _Stream:
     @staticmethod
     def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         """Yield one run per session (`init`) in the file."""
-        reader = JsonlReader(stream, source=source, limits=limits)
+        reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
         session = _Session(limits)
         runs: list[Run] = []
         for _, event in reader:
@@ -93,7 +84,7 @@ class _Stream:
         if session.started or session.steps:
             runs.append(session.run(source, len(runs)))
         for run in runs:
-            yield finish_run(reader.annotate(run), source=source, limits=limits)
+            yield finish_run(reader.skips.apply(run), source=source, limits=limits)
 
 
 @dataclass
@@ -210,7 +201,7 @@ class _Chat:
     @staticmethod
     def sniff(head: bytes) -> bool:
         """A JSON object with `sessionId`, `projectHash` and `messages`."""
-        text = first_object_prefix(head, len(head))
+        text = head_text(head, len(head))
         return (
             text.startswith("{")
             and re.search(r'"projectHash"\s*:', text) is not None
@@ -221,7 +212,7 @@ class _Chat:
     @staticmethod
     def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         """Yield the one run of a chat recording."""
-        doc = load_document(stream, source=source, limits=limits)
+        doc = read_document(stream, source=source, limits=limits)
         if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
             raise TraceError(
                 "not a Gemini chat recording: no `messages` array", source=source, field="messages"

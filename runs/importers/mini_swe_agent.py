@@ -32,19 +32,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, TraceError, parse_time
-from .harness_common import (
-    content_text,
-    finish_run,
-    first_object_prefix,
-    fnumber,
-    load_document,
-    number,
-    parse_json_string,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, fnumber, number, parse_json_text, parse_time
+from .errors import TraceError
+from .reading import Limits, head_text, read_document
 
 name = "mini-swe-agent"
 label = "mini-swe-agent trajectory (.traj.json)"
@@ -58,7 +49,7 @@ SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT"
 
 def sniff(head: bytes) -> bool:
     """A JSON object marked `trajectory_format: mini-swe-agent…` or with `info.mini_version`."""
-    text = first_object_prefix(head, len(head))
+    text = head_text(head, len(head))
     if not text.startswith("{"):
         return False
     if re.search(r'"trajectory_format"\s*:\s*"mini-swe-agent', text):
@@ -72,7 +63,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a mini-swe-agent trajectory."""
-    doc = load_document(stream, source=source, limits=limits)
+    doc = read_document(stream, source=source, limits=limits)
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise TraceError(
             "not a mini-swe-agent trajectory: no `messages` array", source=source, field="messages"
@@ -150,7 +141,7 @@ def _native_calls(message: dict[str, Any], batch: str, limits: Limits) -> list[S
         if not isinstance(call, dict):
             continue
         function = call.get("function") or {}
-        args = parse_json_string(function.get("arguments"))
+        args = parse_json_text(function.get("arguments"))
         calls.append(
             tool_step(
                 tool=str(function.get("name") or "bash"),

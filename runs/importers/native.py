@@ -17,7 +17,9 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, TraceError, clip_strings, loads_line, parse_time
+from .content import parse_time
+from .errors import TooManySteps, TraceError
+from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "native"
 label = "loopboard native JSONL"
@@ -98,8 +100,8 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
                 field="status",
             )
         step.tool = tool[:200]
-        step.args = clip_strings(obj.get("args", {}), limits.max_value_chars)
-        step.result = clip_strings(obj.get("result"), limits.max_value_chars)
+        step.args = clip_json(obj.get("args", {}), limits)
+        step.result = clip_json(obj.get("result"), limits)
         step.status = status
         step.batch_id = _text_id(obj.get("batch_id"))
     else:
@@ -123,21 +125,13 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield one run per `run_id` (in order of first appearance), steps ordered by seq."""
     default_id = os.path.basename(source) or "run"
     runs: dict[str, Run] = {}
-    skipped, warnings, first_error = 0, [], None
-    valid = 0
-    for number, raw in enumerate(stream, start=1):
-        if not raw.strip():
-            continue
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
+    for number, obj in reader:
         try:
-            obj = loads_line(raw.rstrip(b"\r\n"), source=source, line=number, limits=limits)
             step = parse_event(obj, source=source, line=number, limits=limits)
         except TraceError as exc:
-            skipped += 1
-            first_error = first_error or exc
-            if len(warnings) < 100:
-                warnings.append(str(exc))
+            reader.reject(exc)
             continue
-        valid += 1
         if step is None:
             continue
         run_id = str(obj.get("run_id") or default_id)
@@ -145,18 +139,13 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         if run is None:
             run = runs[run_id] = Run(id=run_id, format=name)
         if len(run.steps) >= limits.max_steps:
-            raise TraceError(
+            raise TooManySteps(
                 f"run {run_id!r} has more than {limits.max_steps} steps", source=source, line=number
             )
         run.steps.append(step)
-    if valid == 0:
-        if first_error is not None:
-            raise first_error
-        raise TraceError("empty file: no events", source=source)
+    reader.check_not_empty()
     for run in runs.values():
         run.steps.sort(key=lambda step: step.seq)  # stable: ties keep line order
         for seq, step in enumerate(run.steps):
             step.seq = seq
-        run.skipped = skipped
-        run.warnings = list(warnings)
-        yield run
+        yield reader.skips.apply(run)

@@ -48,19 +48,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .base import Limits, TraceError, parse_time
-from .harness_common import (
-    JsonlReader,
-    content_text,
-    finish_run,
-    first_object_prefix,
-    fnumber,
-    load_document,
-    number,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, fnumber, number, parse_time
+from .errors import TraceError
+from .reading import JsonlReader, Limits, head_text, read_document
 
 name = "openhands"
 label = "OpenHands trajectory / eval output"
@@ -86,7 +77,7 @@ _SOURCE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
 
 def sniff(head: bytes) -> bool:
     """A bare array of OpenHands events, or JSONL objects with `history` of OpenHands events."""
-    text = first_object_prefix(head, len(head))
+    text = head_text(head, len(head))
     if text.startswith("["):
         first = text[:4000]
         return re.match(r"\[\s*\{", first) is not None and bool(
@@ -107,22 +98,22 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         stream = io.BufferedReader(stream)  # type: ignore[arg-type]
     first = stream.peek(64).lstrip()[:1]  # type: ignore[attr-defined]
     if first == b"[":
-        events = load_document(stream, source=source, limits=limits)
+        events = read_document(stream, source=source, limits=limits)
         if not isinstance(events, list):
             raise TraceError("expected a JSON array of events", source=source)
         yield _run(os.path.basename(source) or "run", events, {}, limits, source)
         return
-    reader = JsonlReader(stream, source=source, limits=limits)
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     for number_, row in reader:
         history = row.get("history")
         if not isinstance(history, list):
-            reader.skip(
+            reader.reject(
                 TraceError("no `history` array", source=source, line=number_, field="history")
             )
             continue
         run_id = str(row.get("instance_id") or f"{os.path.basename(source) or 'run'}:{number_}")
         run = _run(run_id, history, row, limits, source)
-        yield reader.annotate(run)
+        yield reader.skips.apply(run)
     reader.check_not_empty()
 
 

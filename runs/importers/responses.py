@@ -35,8 +35,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import Limits, Skips, TraceError, head_values, parse_json_text
-from .conversation import Conversation, content_text, read_conversations, text_is_error
+from .content import content_text, parse_json_text
+from .conversation import Conversation, read_conversations, text_is_error
+from .errors import Skips, TraceError
+from .reading import Limits, head_values
 
 name = "responses"
 label = "OpenAI Responses API items"
@@ -154,7 +156,7 @@ class _Items:
         elif kind in OUTPUTS:
             self.batch = None
             output = item.get("output")
-            text = output if isinstance(output, str) else content_text(output)
+            text = output if isinstance(output, str | None) else content_text(output)
             self.conversation.result(
                 text,
                 call_id=item.get("call_id"),
@@ -178,7 +180,7 @@ class _Items:
             self.batch = None
         elif self.batch is None:
             self.batch = _id(item, index)
-        self.conversation.message(ROLES[role], content_text(content) or "", id=_id(item, index))
+        self.conversation.message(ROLES[role], content_text(content), id=_id(item, index))
 
     def _call(self, item: dict, index: int) -> Step:
         if self.batch is None:

@@ -24,7 +24,6 @@ Mapping (README 3.1), one linear run per file:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -33,18 +32,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .base import Limits, TraceError
-from .harness_common import (
-    content_text,
-    finish_run,
-    first_object_prefix,
-    fnumber,
-    load_document,
-    parse_json_string,
-    set_result,
-    text_step,
-    tool_step,
-)
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, fnumber, parse_json_text
+from .errors import TraceError
+from .reading import Limits, head_text, read_document
 
 name = "swe-agent"
 label = "SWE-agent trajectory (.traj)"
@@ -54,7 +45,7 @@ _TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
 
 def sniff(head: bytes) -> bool:
     """A JSON object with a `trajectory` array and SWE-agent step keys (not mini-swe-agent)."""
-    text = first_object_prefix(head, len(head))
+    text = head_text(head, len(head))
     if not text.startswith("{") or not _TRAJECTORY.search(text):
         return False
     if '"trajectory_format"' in text or '"mini_version"' in text:
@@ -64,7 +55,7 @@ def sniff(head: bytes) -> bool:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a .traj file."""
-    doc = load_document(stream, source=source, limits=limits)
+    doc = read_document(stream, source=source, limits=limits)
     if not isinstance(doc, dict) or not isinstance(doc.get("trajectory"), list):
         raise TraceError(
             "not a SWE-agent trajectory: no `trajectory` array", source=source, field="trajectory"
@@ -140,7 +131,7 @@ def _call_from_message(message: dict[str, Any] | None) -> tuple[str | None, Any,
     tool = function.get("name")
     if not isinstance(tool, str) or not tool:
         return None, None, None
-    args = parse_json_string(function.get("arguments"))
+    args = parse_json_text(function.get("arguments"))
     call_id = calls[0].get("id")
     return tool, args if args is not None else {}, str(call_id) if call_id else None
 
@@ -172,11 +163,7 @@ def _metadata(
 
 
 def _model_name(config: Any) -> str | None:
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except ValueError:
-            return None
+    config = parse_json_text(config)
     if not isinstance(config, dict):
         return None
     agent = config.get("agent") if isinstance(config.get("agent"), dict) else config

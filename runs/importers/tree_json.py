@@ -35,23 +35,20 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .base import (
+from .content import parse_json_text, parse_time
+from .conversation import with_skips
+from .errors import Skips, TooManySteps, TraceError
+from .reading import (
+    JsonlReader,
     Limits,
-    Skips,
-    TooManySteps,
-    TraceError,
     clip_json,
     clip_strings,
     first_byte,
     head_values,
-    iter_json,
-    iter_jsonl,
+    iter_document,
     looks_like_jsonl,
-    parse_json_text,
-    parse_time,
     stream_head,
 )
-from .conversation import with_skips
 
 name = "tree"
 label = "Generic tree JSON (nodes with children)"
@@ -268,7 +265,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
 def _jsonl_roots(
     stream: IO[bytes], *, base: str, source: str, limits: Limits, skips: Skips
 ) -> Iterator[tuple[str, Any, int | None]]:
-    for line, value in iter_jsonl(stream, source=source, limits=_jsonl_limits(limits), skips=skips):
+    reader = JsonlReader(
+        stream, source=source, limits=limits, skips=skips, max_depth=_file_depth(limits)
+    )
+    for line, value in reader:
         if isinstance(value, list):  # a line holding an array of roots
             for index, root in enumerate(value):
                 yield f"{base}:{line}#{index}", root, line
@@ -276,10 +276,10 @@ def _jsonl_roots(
             yield f"{base}:{line}", value, line
 
 
-def _jsonl_limits(limits: Limits) -> Limits:
-    from dataclasses import replace
-
-    return replace(limits, max_depth=limits.max_depth * 8)
+def _file_depth(limits: Limits) -> int:
+    """Return the JSON nesting a tree file may reach: every tree level is two JSON levels
+    (node, children), so trees get 8 x max_depth."""
+    return limits.max_depth * 8
 
 
 def _document_roots(
@@ -288,14 +288,14 @@ def _document_roots(
     start = first_byte(stream)
     if not start:
         raise TraceError("empty file", source=source)
-    depth = limits.max_depth * 8  # every tree level is two JSON levels (node, children)
+    depth = _file_depth(limits)
     if start == b"{":
-        for value in iter_json(stream, "", source=source, limits=limits, max_depth=depth):
+        for value in iter_document(stream, "", source=source, limits=limits, max_depth=depth):
             yield base, value, None
         return
     if start != b"[":
         raise TraceError("expected a JSON object or array of tree nodes", source=source, line=1)
     for index, value in enumerate(
-        iter_json(stream, "item", source=source, limits=limits, max_depth=depth)
+        iter_document(stream, "item", source=source, limits=limits, max_depth=depth)
     ):
         yield f"{base}#{index}", value, None

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from runs.importers import detect_format, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 
 def call(call_id: str, tool: str, args: str) -> dict:

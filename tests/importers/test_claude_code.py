@@ -31,7 +31,7 @@ import pytest
 
 from detection import analyze
 from runs.importers import detect_format, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "claude-code"
 COVERAGE = TRACES / "coverage-test-fix" / "transcript.jsonl"

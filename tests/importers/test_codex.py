@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import codex, detect_format, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "importers" / "codex_rollout.jsonl"
 REASONING = FIXTURE.with_name("codex_reasoning_parts.jsonl")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, gemini, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 STREAM = DATA / "gemini_stream.jsonl"

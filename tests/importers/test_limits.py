@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runs.importers import iter_runs
-from runs.importers.base import JsonReader, Limits, TraceError
+from runs.importers.errors import TraceError
+from runs.importers.reading import DepthGuard, Limits
 
 
 def doc(format: str, args: object = None, tool: str = "f") -> object:
@@ -184,12 +185,12 @@ def test_depth_guard_counts_brackets_outside_strings_across_chunks(value, chunk)
             return super().read(chunk)
 
     depth = nesting(value)
-    reader = JsonReader(Chunks(data), source="s", max_depth=depth)
+    reader = DepthGuard(Chunks(data), source="s", max_depth=depth)
     while reader.read(chunk):
         pass
     assert reader.depth == 0 and not reader.in_string
     if depth:
-        reader = JsonReader(Chunks(data), source="s", max_depth=depth - 1)
+        reader = DepthGuard(Chunks(data), source="s", max_depth=depth - 1)
         with pytest.raises(TraceError, match="nested deeper"):
             while reader.read(chunk):
                 pass

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 SAMPLE = (
     Path(__file__).resolve().parents[1]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from detection.model import Step
 from runs.importers import iter_runs
-from runs.importers.base import Limits, TraceError
+from runs.importers.errors import TraceError
+from runs.importers.reading import Limits
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=20),

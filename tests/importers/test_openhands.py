@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, iter_runs, openhands
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 ROOT = Path(__file__).resolve().parents[1] / "data"
 GUI = ROOT / "traces" / "openhands" / "basic_gui_mode.json"

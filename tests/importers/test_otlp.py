@@ -4,6 +4,7 @@ in protobuf, protobuf-JSON (base64 ids) and JSONL, plus a small gen_traces.py ou
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 from pathlib import Path
@@ -17,7 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Status, StatusCode
 
 from runs.importers import detect_format, iter_runs, otlp
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
+from runs.importers.otlp import spans
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 OUTPUT = json.dumps(
@@ -208,3 +210,72 @@ def test_truncated_protobuf_fails_with_a_byte_offset(request_pb):
     data = request_pb.SerializeToString()
     with pytest.raises(TraceError, match="truncated protobuf"):
         list(iter_runs(data[:-10], source="cut.pb", format="otlp"))
+
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+#: (traceId, spanId, the span id the run shows, or None where both must reject the span)
+ID_CASES = [
+    (TRACE, "a" * 16, "a" * 16),
+    (TRACE.upper(), "00F067AA0BA902B7", "00f067aa0ba902b7"),  # hex in any case
+    (TRACE, base64.b64encode(bytes.fromhex("0102030405060708")).decode(), "0102030405060708"),
+    (base64.b64encode(bytes.fromhex(TRACE)).decode(), "0a" * 8, "0a" * 8),  # protobuf JSON
+    ("5b8e", "c" * 16, None),  # short trace id
+    (TRACE, "cafe", None),  # short span id
+    ("0" * 32, "d" * 16, None),  # all-zero trace id
+    (TRACE, "0" * 16, None),  # all-zero span id
+    ("z" * 32, "e" * 16, None),  # not hex (nor base64 of 16 bytes)
+    (TRACE, "g" * 16, None),
+    (TRACE, None, None),  # no span id
+]
+
+
+def id_request() -> dict:
+    spans = [
+        {"traceId": trace_id, "spanId": span_id, "name": f"s{n}", "parentSpanId": ""}
+        for n, (trace_id, span_id, _) in enumerate(ID_CASES)
+    ]
+    return {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+
+
+def test_the_receiver_decoder_and_the_file_importer_take_the_same_ids():
+    body = json.dumps(id_request()).encode()
+    batch = spans.read_batch(body, "application/json", limits=spans.BodyLimits(1 << 20, 64))
+    (run,) = iter_runs(body, source="ids.json", format="otlp")
+    taken = [shown for _, _, shown in ID_CASES if shown is not None]
+    assert batch.accepted == len(run.steps) == len(taken)
+    assert batch.rejected == run.skipped == len(ID_CASES) - len(taken)
+    assert [step.id for step in run.steps] == taken
+    assert list(batch.groups) == [TRACE] and batch.groups[TRACE].has_root
+    assert "traceId" in batch.error_message and "spanId" in batch.error_message
+
+
+def test_protobuf_ids_of_the_wrong_size_or_all_zero_are_rejected_by_both():
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for trace_id, span_id in [
+        (bytes.fromhex(TRACE), b"\x01" * 8),
+        (bytes.fromhex(TRACE), b"\x02" * 8),
+        (bytes.fromhex(TRACE)[:8], b"\x03" * 8),
+        (bytes(16), b"\x04" * 8),
+        (bytes.fromhex(TRACE), b"\x05" * 4),
+        (bytes.fromhex(TRACE), bytes(8)),
+    ]:
+        scope.spans.add(trace_id=trace_id, span_id=span_id, name="s")
+    body = request.SerializeToString()
+    batch = spans.read_batch(body, "application/x-protobuf", limits=spans.BodyLimits(1 << 20, 64))
+    (run,) = iter_runs(body, source="ids.pb", format="otlp")
+    assert (batch.accepted, batch.rejected) == (len(run.steps), run.skipped) == (2, 4)
+    assert [step.id for step in run.steps] == ["01" * 8, "02" * 8]
+
+
+@pytest.mark.parametrize("cut", [8, 1, 40])
+def test_a_truncated_gzip_body_is_refused(cut):
+    body = gzip.compress(json.dumps(id_request()).encode())
+    with pytest.raises(spans.OtlpError, match="ends early") as info:
+        spans.decompress(body[:-cut], "gzip", max_bytes=1 << 20)
+    assert info.value.status == 400
+    assert spans.decompress(body, "gzip", max_bytes=1 << 20) == json.dumps(id_request()).encode()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import IMPORTERS, iter_runs
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 SHARED = Path(__file__).resolve().parents[1] / "data" / "traces"  # copies of shared/traces
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"

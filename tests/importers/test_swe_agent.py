@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, iter_runs, swe_agent
-from runs.importers.base import TraceError
+from runs.importers.errors import TraceError
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "swe-agent"
 EPS = TRACES / "eps.traj"

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from runs.importers import detect_format, iter_runs
-from runs.importers.base import Limits, TraceError
+from runs.importers.errors import TraceError
+from runs.importers.reading import Limits
 
 TREE = {
     "type": "ThinkNode",

@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from loopboard.celery import app
+from runs.importers import iter_runs
 from runs.models import ApiKey, OtlpSpanGroup, Run, Trace
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -164,6 +165,41 @@ def test_error_statuses(client, key, project, settings):
     limited = post(client, key, b"")
     assert limited.status_code == 429 and int(limited["Retry-After"]) >= 1
     assert Trace.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_truncated_gzip_body_is_refused(client, key):
+    body = gzip.compress(json.dumps(request(root_span(TRACE_A), tool_span(TRACE_A, 0))).encode())
+    for cut in (body[:-8], body[: len(body) // 2]):
+        response = post(client, key, cut, "application/json", HTTP_CONTENT_ENCODING="gzip")
+        assert response.status_code == 400 and "ends early" in response.json()["message"]
+    assert not Trace.objects.exists()
+
+
+ID_CASES = [  # (spanId under TRACE_A, whether it is valid)
+    ("a" * 16, True),
+    ("00F067AA0BA902B7", True),  # hex in any case
+    ("cafe", False),  # short
+    ("0" * 16, False),  # all zero
+    ("g" * 16, False),  # not hex
+]
+BAD_TRACES = ["5b8e", "0" * 32, "z" * 32]  # short, all zero, not hex
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_receiver_takes_exactly_the_spans_a_file_import_takes(client, key, project):
+    spans = [span(TRACE_A, span_id, "", f"s{n}", n) for n, (span_id, _) in enumerate(ID_CASES)]
+    spans += [span(trace_id, "b" * 16, "", "bad trace", 9) for trace_id in BAD_TRACES]
+    body = json.dumps(request(*spans)).encode()
+    (imported,) = iter_runs(body, source="same.json", format="otlp")
+    response = post(client, key, body, "application/json")
+    assert response.status_code == 200
+    rejected = int(response.json()["partialSuccess"]["rejectedSpans"])
+    taken = [span_id.lower() for span_id, ok in ID_CASES if ok]
+    assert rejected == imported.skipped == len(ID_CASES) - len(taken) + len(BAD_TRACES)
+    received = Run.objects.get(project=project)
+    stored = list(received.steps.values_list("source_id", flat=True))
+    assert stored == [step.id for step in imported.steps] == taken
 
 
 @pytest.mark.django_db

@@ -1,0 +1,43 @@
+"""OpenTelemetry traces: the one OTLP decoder (spans.py) and the spans -> runs importer
+(steps.py), registered as the format "otlp".
+
+The OTLP/HTTP receiver and the assembly of received spans use the same two modules, so a
+span the receiver takes is a span a file import takes, and the other way round.
+"""
+
+from __future__ import annotations
+
+from .spans import (
+    JSON,
+    PROTOBUF,
+    Batch,
+    BodyLimits,
+    OtlpError,
+    Span,
+    SpanGroup,
+    decode_body,
+    looks_like_protobuf,
+    read_batch,
+    spans_from_request,
+)
+from .steps import Collector, label, name, parse, runs_from_request, sniff
+
+__all__ = [
+    "JSON",
+    "PROTOBUF",
+    "Batch",
+    "BodyLimits",
+    "Collector",
+    "OtlpError",
+    "Span",
+    "SpanGroup",
+    "decode_body",
+    "label",
+    "looks_like_protobuf",
+    "name",
+    "parse",
+    "read_batch",
+    "runs_from_request",
+    "sniff",
+    "spans_from_request",
+]

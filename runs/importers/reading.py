@@ -1,0 +1,390 @@
+"""Reading untrusted trace bytes: the limits, the JSONL reader, the document reader, sniffing.
+
+Every importer reads through this module, so one rule holds for all of them:
+
+- a file, a line and a string value each have a size limit (`Limits`);
+- a JSONL line or a whole document may nest `document_depth(limits)` levels (max_depth plus
+  what a format's own wrappers add); deeper input is refused with the limit in the message;
+- values inside (arguments, results) deeper than max_depth are cut with a marker by
+  `clip_json`, strings longer than max_value_chars by `clip_strings`;
+- a bad JSONL line is skipped and counted (`Skips`), a bad document fails with its line.
+
+Plain Python: no Django import, so `loopboard scan` and the benchmarks use it too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import IO, Any
+
+from .errors import Skips, TraceError
+
+HEAD_BYTES = 64 * 1024  # what sniffers see of a file
+WRAPPER_DEPTH = 16  # nesting a format's own wrappers may add on top of Limits.max_depth
+DEEP_MARK = "…[nested deeper than {limit} levels, cut]"
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on untrusted input; each breach gives a clear message."""
+
+    max_bytes: int = 512 * 1024 * 1024  # whole (decompressed) file
+    max_depth: int = 64  # JSON nesting of a value
+    max_steps: int = 2_000_000  # steps per run
+    max_value_chars: int = 1_000_000  # one string value (longer ones are cut, with a marker)
+    max_line_bytes: int = 64 * 1024 * 1024  # one JSONL line
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def document_depth(limits: Limits) -> int:
+    """Return the nesting a whole document (or JSONL record) may reach."""
+    return limits.max_depth + WRAPPER_DEPTH
+
+
+# --- depth and clipping
+
+
+def json_depth_ok(value: Any, max_depth: int) -> bool:
+    """Return whether a parsed JSON value nests no deeper than max_depth."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return False
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return True
+
+
+def clip_strings(value: Any, max_chars: int) -> Any:
+    """Return value with every string longer than max_chars cut, marking the cut."""
+    if isinstance(value, str):
+        if len(value) > max_chars:
+            return value[:max_chars] + f"…[truncated {len(value) - max_chars} chars]"
+        return value
+    if isinstance(value, dict):
+        return {k: clip_strings(v, max_chars) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_strings(v, max_chars) for v in value]
+    return value
+
+
+def clip_json(value: Any, limits: Limits, depth: int = 1) -> Any:
+    """Return value with long strings cut and anything nested deeper than max_depth replaced.
+
+    Both cuts leave a visible marker, so a clipped value is never mistaken for the original.
+    Recursion stops at max_depth, so deep input cannot exhaust the stack.
+    """
+    if isinstance(value, str):
+        return clip_strings(value, limits.max_value_chars)
+    if isinstance(value, dict | list):
+        if depth >= limits.max_depth:
+            return DEEP_MARK.format(limit=limits.max_depth)
+        if isinstance(value, dict):
+            return {k: clip_json(v, limits, depth + 1) for k, v in value.items()}
+        return [clip_json(v, limits, depth + 1) for v in value]
+    return value
+
+
+# --- JSONL
+
+
+class JsonlReader:
+    """The JSON values of a JSONL stream, one per non-blank line, with their line numbers.
+
+    A line over max_line_bytes, not UTF-8, not JSON, nested deeper than max_depth (default
+    `document_depth`) or, with objects_only, not an object is skipped and counted in `skips`;
+    so is a record the importer rejects after reading it (`reject`). `check_not_empty` fails
+    a file without one usable record, with the first error.
+    """
+
+    def __init__(
+        self,
+        stream: IO[bytes],
+        *,
+        source: str,
+        limits: Limits,
+        skips: Skips | None = None,
+        objects_only: bool = False,
+        max_depth: int | None = None,
+    ) -> None:
+        self.stream, self.source, self.limits = stream, source, limits
+        self.skips = Skips() if skips is None else skips
+        self.objects_only = objects_only
+        self.max_depth = document_depth(limits) if max_depth is None else max_depth
+        self.valid = 0  # records read and not rejected
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        for number, raw in enumerate(self.stream, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = self._load(raw.rstrip(b"\r\n"), number)
+            except TraceError as exc:
+                self.skips.add(exc)
+                continue
+            self.valid += 1
+            yield number, value
+
+    def reject(self, error: TraceError) -> None:
+        """Skip the record just read: count and report it, and count it as not usable."""
+        self.valid -= 1
+        self.skips.add(error)
+
+    def check_not_empty(self) -> None:
+        """Fail when the file held no usable record at all."""
+        if self.valid <= 0:
+            raise self.skips.first or TraceError("empty file: no records", source=self.source)
+
+    def _load(self, raw: bytes, line: int) -> Any:
+        def error(reason: str) -> TraceError:
+            return TraceError(reason, source=self.source, line=line)
+
+        if len(raw) > self.limits.max_line_bytes:
+            limit = self.limits.max_line_bytes
+            raise error(f"line is {len(raw)} bytes, over the limit of {limit}")
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise error(f"invalid UTF-8 at byte {exc.start}") from None
+        except json.JSONDecodeError as exc:
+            raise error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise error("JSON nested too deeply") from None
+        if not json_depth_ok(value, self.max_depth):
+            raise error(f"JSON nested deeper than {self.max_depth} levels")
+        if self.objects_only and not isinstance(value, dict):
+            raise error(f"expected a JSON object, got {type(value).__name__}")
+        return value
+
+
+# --- whole JSON documents
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")
+
+
+def _odd_backslashes_before(data: bytes, end: int, floor: int = 0) -> bool:
+    start = end
+    while start > floor and data[start - 1] == 0x5C:
+        start -= 1
+    return (end - start) % 2 == 1
+
+
+def _last_unescaped_quote(data: bytes, start: int) -> int:
+    pos = len(data)
+    while True:
+        pos = data.rfind(b'"', start, pos)
+        if pos < 0 or not _odd_backslashes_before(data, pos):
+            return pos
+
+
+class DepthGuard:
+    """A file-like wrapper for ijson that counts lines and refuses deep nesting early.
+
+    ijson keeps a prefix string per open level, so a file of a million `[` would take
+    quadratic memory: the nesting depth is checked here, on the raw bytes (strings skipped),
+    before ijson sees them. Lines are counted so a syntax error can name its line.
+    """
+
+    def __init__(self, inner: IO[bytes], *, source: str, max_depth: int) -> None:
+        self.inner, self.source, self.max_depth = inner, source, max_depth
+        self.line = 1  # line number at the start of the last chunk
+        self.last = b""
+        self.depth = 0
+        self.in_string = False
+        self.escape = False
+        self.blank = True  # nothing but white space read so far
+
+    def read(self, size: int = -1) -> bytes:
+        self.line += self.last.count(b"\n")
+        data = self.inner.read(size)
+        self.last = data
+        if data:
+            self.blank = self.blank and not data.strip()
+            self._check_depth(data)
+        return data
+
+    def _check_depth(self, data: bytes) -> None:
+        pos = 0
+        if self.in_string:
+            pos = 1 if self.escape else 0
+            match = _STRING_REST.match(data, pos)
+            if match is None:  # the whole chunk is inside one string
+                self.escape = _odd_backslashes_before(data, len(data), pos)
+                return
+            pos, self.in_string, self.escape = match.end(), False, False
+        outside = _STRING.sub(b"", data[pos:] if pos else data)
+        quote = outside.find(b'"')
+        if quote >= 0:  # a string runs on into the next chunk
+            outside = outside[:quote]
+            self.in_string = True
+            opener = _last_unescaped_quote(data, pos)
+            self.escape = _odd_backslashes_before(data, len(data), opener + 1)
+        steps = outside.translate(None, _NOT_BRACKETS).translate(_BRACKET_STEPS)
+        if not steps:
+            return
+        deepest = max(accumulate(array("b", steps), initial=self.depth))
+        if deepest > self.max_depth:
+            raise TraceError(
+                f"JSON nested deeper than {self.max_depth} levels",
+                source=self.source,
+                line=self.line,
+            )
+        self.depth += sum(array("b", steps))
+
+    def error(self, exc: Exception) -> TraceError:
+        """Return a TraceError for an ijson error, naming the line where parsing stopped."""
+        if self.blank:
+            return TraceError("empty file", source=self.source)
+        message = exc.args[0] if exc.args else str(exc)
+        if isinstance(message, bytes):
+            message = message.decode("utf-8", "replace")
+        lines = str(message).split("\n")
+        reason = lines[0].replace("parse error: ", "").replace("lexical error: ", "").strip()
+        if "premature EOF" in reason or "Incomplete JSON" in reason:
+            return TraceError(
+                f"invalid JSON: {reason} (truncated file?)",
+                source=self.source,
+                line=self.line + self.last.count(b"\n"),
+            )
+        return TraceError(
+            f"invalid JSON: {reason}", source=self.source, line=self._error_line(lines)
+        )
+
+    def _error_line(self, lines: list[str]) -> int:
+        # yajl shows up to 30 bytes either side of the error, the error byte at column 40,
+        # newlines shown as spaces: find that snippet in the last chunk read.
+        if len(lines) < 2 or len(lines[1]) < 40:
+            return self.line
+        before, after = lines[1][10:40].lstrip(" "), lines[1][40:]
+        text = self.last.replace(b"\n", b" ").replace(b"\r", b" ").decode("utf-8", "replace")
+        found = text.find(before + after)
+        if found < 0:
+            return self.line
+        offset = len(text[: found + len(before)].encode("utf-8"))
+        return self.line + self.last[:offset].count(b"\n")
+
+
+def iter_document(
+    stream: IO[bytes],
+    prefix: str,
+    *,
+    source: str,
+    limits: Limits,
+    max_depth: int | None = None,
+    multiple_values: bool = False,
+) -> Iterator[Any]:
+    """Yield the values at prefix ("" for the whole document, "item" for the items of a
+    top-level array) of a JSON document, read incrementally (ijson); errors name their line.
+
+    The document may nest max_depth levels (default `document_depth`). An empty file, a
+    truncated one and invalid JSON each fail with a TraceError that says so.
+    """
+    import ijson
+
+    depth = document_depth(limits) if max_depth is None else max_depth
+    reader = DepthGuard(stream, source=source, max_depth=depth)
+    try:
+        yield from ijson.items(reader, prefix, multiple_values=multiple_values, use_float=True)
+    except ijson.JSONError as exc:
+        raise reader.error(exc) from None
+
+
+def read_document(
+    stream: IO[bytes], *, source: str, limits: Limits, max_depth: int | None = None
+) -> Any:
+    """Return the one JSON value of a whole-file format (see iter_document for the errors)."""
+    for value in iter_document(stream, "", source=source, limits=limits, max_depth=max_depth):
+        return value
+    raise TraceError("empty file", source=source)
+
+
+# --- sniffing: what the first bytes show
+
+
+def stream_head(stream: IO[bytes]) -> bytes:
+    """Return up to HEAD_BYTES from the start of a peekable stream without consuming it."""
+    return stream.peek(HEAD_BYTES)[:HEAD_BYTES]  # type: ignore[attr-defined]
+
+
+def first_byte(stream: IO[bytes]) -> bytes:
+    """Return the first non-blank byte of a peekable stream without consuming it."""
+    return stream_head(stream).lstrip(BOM + b" \t\r\n")[:1]
+
+
+def head_text(head: bytes, chars: int = 4096) -> str:
+    """Return the start of the head as text, whitespace-trimmed, for cheap regex sniffing."""
+    return head[:chars].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+
+
+def looks_like_jsonl(head: bytes) -> bool:
+    """Return whether the first line of head is one whole JSON object or array.
+
+    A one-line JSON document counts too: read line by line it gives the same value.
+    """
+    first, _, rest = head.lstrip(BOM + b" \t\r\n").partition(b"\n")
+    first = first.strip()
+    if first[:1] not in (b"{", b"["):
+        return False
+    if not rest and len(head) >= HEAD_BYTES:
+        return False  # the first line may go on past the head
+    try:
+        json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def head_values(head: bytes, max_lines: int = 20) -> list[Any]:
+    """Return what the head shows: the first JSONL values, or the partly read JSON document.
+
+    JSONL values stop at the first line that does not parse (the last one may be cut off).
+    For a single JSON document cut off by the head, the value holds everything up to the cut
+    (containers still open at the cut are included as far as they got).
+    """
+    if looks_like_jsonl(head):
+        values = []
+        for raw in head.lstrip(BOM).splitlines():
+            if raw.strip():
+                try:
+                    values.append(json.loads(raw))
+                except (ValueError, RecursionError):
+                    break
+            if len(values) >= max_lines:
+                break
+        return values
+    value = partial_json(head)
+    return [] if value is None else [value]
+
+
+def partial_json(head: bytes, max_depth: int = 64) -> Any:
+    """Return the JSON value at the start of head, as far as it can be read."""
+    import ijson
+
+    builder = ijson.ObjectBuilder()
+    depth = 0
+    try:
+        for event, value in ijson.basic_parse(head.lstrip(BOM)):
+            depth += event in ("start_map", "start_array")
+            depth -= event in ("end_map", "end_array")
+            if depth > max_depth:
+                break
+            builder.event(event, value)
+            if depth == 0:
+                break
+    except Exception:  # noqa: BLE001 - a cut-off head ends in a syntax error by design
+        pass
+    return getattr(builder, "value", None)

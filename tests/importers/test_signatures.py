@@ -1,0 +1,200 @@
+"""The same tool arguments give the same call signature through every importer family.
+
+Each format gets a minimal file with one call to tool "f" carrying the argument value: as
+the value itself wherever the format holds a JSON value there (for a string, that string is
+what a JSON-text field holds), and, where the format carries arguments as JSON text (OpenAI
+`arguments`, OTLP attributes, tree `args`), also as the JSON text of an object or array.
+JSON text of a bare scalar is left out on purpose: "42" in an `arguments` field is the text
+"42" (see `runs.importers.content.parse_json_text`), the same as the string "42" anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from detection.keys import call_signature
+from runs.importers import iter_runs
+
+TRICKY_TEXT = st.sampled_from(
+    ["42", "true", "null", '"x"', "1e400", '{"a": 1}', " [1, 2] ", '{"ts": 1, "q": "x"}',
+     "{broken", "[NaN]", "[1]}", "ls -la", "./a//b/", "  spaced   out  ", ""]
+)  # fmt: skip
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+    | TRICKY_TEXT
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+#: A call without arguments is not an argument value: harness formats store it as {}.
+ARGUMENTS = VALUES.filter(lambda value: value is not None)
+
+
+def jsonl(*records: Any) -> bytes:
+    return "".join(json.dumps(record) + "\n" for record in records).encode()
+
+
+def document(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def any_value(value: Any) -> dict[str, Any]:
+    """Return the OTLP/JSON AnyValue of a JSON value."""
+    if value is None:
+        return {}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, str):
+        return {"stringValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [any_value(item) for item in value]}}
+    return {
+        "kvlistValue": {"values": [{"key": k, "value": any_value(v)} for k, v in value.items()]}
+    }
+
+
+def native(args: Any) -> bytes:
+    return jsonl({"type": "tool_call", "tool": "f", "args": args})
+
+
+def chat(args: Any) -> bytes:
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": args}}
+    return document([{"role": "assistant", "content": None, "tool_calls": [call]}])
+
+
+def responses(args: Any) -> bytes:
+    return document([{"type": "function_call", "call_id": "c", "name": "f", "arguments": args}])
+
+
+def anthropic(args: Any) -> bytes:
+    block = {"type": "tool_use", "id": "c", "name": "f", "input": args}
+    return document({"messages": [{"role": "assistant", "content": [block]}]})
+
+
+def tree(args: Any) -> bytes:
+    return document({"type": "tool", "name": "f", "args": args, "children": []})
+
+
+def claude_code(args: Any) -> bytes:
+    block = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": args}
+    message = {"id": "msg_1", "role": "assistant", "content": [block]}
+    return jsonl(
+        {"type": "assistant", "uuid": "u1", "parentUuid": None, "sessionId": "s1",
+         "timestamp": "2025-01-01T00:00:00Z", "message": message}
+    )  # fmt: skip
+
+
+def codex(args: Any) -> bytes:
+    call = {"type": "function_call", "name": "f", "arguments": args, "call_id": "c"}
+    return jsonl(
+        {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s"}},
+        {"timestamp": "2025-01-01T00:00:01Z", "type": "response_item", "payload": call},
+    )
+
+
+def gemini_stream(args: Any) -> bytes:
+    return jsonl(
+        {"type": "init", "session_id": "s", "timestamp": "2025-01-01T00:00:00Z"},
+        {"type": "tool_use", "tool_name": "f", "tool_id": "t1", "parameters": args,
+         "timestamp": "2025-01-01T00:00:01Z"},
+    )  # fmt: skip
+
+
+def mini_swe_agent(args: Any) -> bytes:
+    call = {"id": "c", "function": {"name": "f", "arguments": args}}
+    messages = [
+        {"role": "system", "content": "you are an agent"},
+        {"role": "user", "content": "the task"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+    ]
+    return document({"trajectory_format": "mini-swe-agent-1.1", "messages": messages})
+
+
+def swe_agent(args: Any) -> bytes:
+    call = {"id": "c", "function": {"name": "f", "arguments": args}}
+    history = [
+        {"role": "user", "content": "the task"},
+        {"role": "assistant", "content": "", "action": "f", "tool_calls": [call]},
+    ]
+    step = {"action": "f", "observation": "done", "thought": ""}
+    return document({"environment": "e", "trajectory": [step], "history": history, "info": {}})
+
+
+def otlp(args: Any) -> bytes:
+    attrs = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "f",
+        "gen_ai.tool.call.arguments": args,
+    }
+    span = {
+        "traceId": "1" * 32,
+        "spanId": "2" * 16,
+        "name": "execute_tool f",
+        "attributes": [{"key": k, "value": any_value(v)} for k, v in attrs.items()],
+    }
+    return document({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+
+
+#: format name -> (file builder, whether the format carries arguments as JSON text)
+FORMATS = {
+    "native": (native, False),
+    "chat": (chat, True),
+    "responses": (responses, True),
+    "anthropic": (anthropic, False),
+    "tree": (tree, True),
+    "claude-code": (claude_code, False),
+    "codex": (codex, True),
+    "gemini-stream": (gemini_stream, False),
+    "mini-swe-agent": (mini_swe_agent, True),
+    "swe-agent": (swe_agent, True),
+    "otlp": (otlp, True),
+}
+
+
+def signature(format: str, data: bytes) -> str:
+    """Return the call signature of the one tool call in a one-call file of this format."""
+    (run,) = iter_runs(data, source=f"t.{format}", format=format)
+    (call,) = (step for step in run.steps if step.kind == "tool_call")
+    return call_signature(call.tool, call.args)
+
+
+def signatures(value: Any) -> dict[str, str]:
+    """Return the signature of the value's call in every format, and as JSON text where a
+    format carries JSON text and the value is an object or an array."""
+    found = {}
+    for format, (build, json_text) in FORMATS.items():
+        found[format] = signature(format, build(value))
+        if json_text and isinstance(value, dict | list):
+            found[f"{format} (JSON text)"] = signature(format, build(json.dumps(value)))
+    return found
+
+
+@settings(max_examples=150, deadline=None)
+@given(ARGUMENTS)
+def test_one_argument_value_gives_one_signature_in_every_format(value):
+    found = signatures(value)
+    expected = call_signature("f", value)
+    assert {name: sig for name, sig in found.items() if sig != expected} == {}
+
+
+def test_bare_scalars_in_json_text_stay_text_everywhere():
+    """ "42" is the text "42" in every family, never the number 42 in some of them."""
+    for text in ("42", "true", "null", '"x"'):
+        assert set(signatures(text).values()) == {call_signature("f", text)}
+    assert call_signature("f", "42") != call_signature("f", 42)
