@@ -153,6 +153,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery beat (`loopboard serve` runs it inside its worker; docker compose as `beat`).
+LOOPBOARD_RECOVERY_SECONDS = env_int("LOOPBOARD_RECOVERY_SECONDS", 60)
+CELERY_BEAT_SCHEDULE = {
+    "recover": {"task": "runs.tasks.recover", "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
+}
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.
 LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)

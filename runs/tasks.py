@@ -9,12 +9,15 @@ from loopboard.celery import app
 
 from .services import analysis, ingest, otlp, recovery
 
+# A lost database is retried for about 25 minutes (1 s, 2 s, 4 s ... then every 5 minutes);
+# whatever outlasts that is picked up by `recover`, which beat runs every minute.
 RETRY = {
     "acks_late": True,
     "reject_on_worker_lost": True,
     "autoretry_for": (OperationalError,),
     "retry_backoff": True,
-    "max_retries": 5,
+    "retry_backoff_max": 300,
+    "max_retries": 12,
 }
 
 
@@ -32,6 +35,12 @@ def analyze_run(run_id: int) -> None:
 def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
     """Assemble buffered OTLP spans into runs and analyze them."""
     otlp.assemble(project_id, trace_ids, quiet)
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+def recover() -> None:
+    """Queue again what a dead worker, a lost task or an outage left unfinished."""
+    recovery.requeue_stale()
 
 
 @worker_ready.connect

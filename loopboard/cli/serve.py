@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
             str(args.worker_concurrency),
             "--without-gossip",
             "--without-mingle",
+            "--beat",  # one worker here: it runs the periodic recovery too
+            "--schedule",
+            str(BASE_DIR / "var" / "celerybeat-schedule"),
         ],
         env=env,
         cwd=BASE_DIR,

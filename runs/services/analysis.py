@@ -78,7 +78,12 @@ def prepare(
         result = detection.analyze(seen.watch(steps), policy)
         _summarize(run, result, seen, now)
         out.append(
-            Analyzed(run, result, seen, f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}")
+            Analyzed(
+                run,
+                result,
+                seen,
+                storage.clean_text(f"{NON_WORD.sub(' ', run.name)} {seen.search_text()}"),
+            )
         )
     return out
 
@@ -95,12 +100,23 @@ def write(
     not just `inserted` with them (see `ingest.store_runs`). The one place analysis results
     are written, a few statements for all the runs together, in one transaction. With
     finish_traces, the traces of the runs are marked analyzed once none of their runs waits.
+
+    The runs' rows are locked first, so two analyses of one run (a task run twice) write
+    one after the other and never double a finding; a run deleted meanwhile is skipped.
     """
     if not analyzed:
         return []
     inserted = set(inserted)
-    existing = [a.run.pk for a in analyzed if a.run.pk not in inserted]
     with transaction.atomic():
+        wanted = sorted(a.run.pk for a in analyzed if a.run.pk not in inserted)
+        alive = set(
+            Run.objects.select_for_update()
+            .filter(pk__in=wanted)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        analyzed = [a for a in analyzed if a.run.pk in inserted or a.run.pk in alive]
+        existing = sorted(alive)
         if existing:
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()
@@ -151,7 +167,7 @@ def _summarize(run: Run, result: detection.Analysis, seen: StepSample, now: date
     run.detectors = sorted(
         {f.detector for f in result.findings if f.severity != Finding.Severity.INFO}
     )
-    run.summary = summary.build(result, seen.turns, run.step_count).to_json()
+    run.summary = storage.as_stored(summary.build(result, seen.turns, run.step_count).to_json())
     run.analyzed_at = now
 
 
@@ -179,15 +195,15 @@ def finding_row(run: Run, finding: detection.Finding) -> Finding:
         run=run,
         detector=finding.detector,
         severity=finding.severity,
-        tool=(finding.tool or "")[:200],
-        signature=(finding.signature or "")[:200],
+        tool=storage.clean_text((finding.tool or "")[:200]),
+        signature=storage.clean_text((finding.signature or "")[:200]),
         seqs=list(finding.seqs)[:5000],
         count=finding.count,
         threshold=finding.threshold or 0,
         fired_at=finding.fired_at or 0,
         stop_at=finding.stop_at,
-        rule=(finding.rule or "")[:255],
-        message=finding.message,
+        rule=storage.clean_text((finding.rule or "")[:255]),
+        message=storage.clean_text(finding.message),
         waste_steps=waste.steps if waste else 0,
         waste_tokens=waste.tokens if waste else None,
         waste_cost=waste.cost if waste else None,
@@ -243,4 +259,5 @@ def ledger_values(run_id: int, ledger: Iterable[detection.LedgerEntry]) -> Itera
     """Yield the column values (LEDGER_COLUMNS) of the ledger's repeated calls."""
     for entry in ledger:
         if entry.repeat_of is not None and entry.count > 1:
-            yield (run_id, entry.seq, (entry.tool or "")[:200], entry.repeat_of, entry.count)
+            tool = storage.clean_text((entry.tool or "")[:200])
+            yield (run_id, entry.seq, tool, entry.repeat_of, entry.count)

@@ -9,6 +9,7 @@ Text that reaches PostgreSQL goes through `clean_text` (PostgreSQL text holds no
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
@@ -41,6 +42,7 @@ STEP_FIELDS = (
 )
 STEP_COLUMNS = ("run_id", *STEP_FIELDS, "call_sig")
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+_UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
 
 def engine_step(
@@ -87,7 +89,7 @@ def step_values(
     call_sig = ""
     if step.kind == "tool_call" and step.tool:
         volatile = policy.for_tool(step.tool).volatile  # the same signature the engine uses
-        call_sig = keys.call_signature(step.tool, step.args, volatile=volatile)[:80]
+        call_sig = clean_text(keys.call_signature(step.tool, step.args, volatile=volatile)[:80])
     source_id = clean_text((step.id or "")[:255])
     parent_id = clean_text((step.parent_id or "")[:255])
     tool = clean_text((step.tool or "")[:200])
@@ -131,8 +133,11 @@ def json_text(value) -> str | None:
 
 
 def clean_text(text: str) -> str:
-    """Return text that PostgreSQL can hold: NUL characters replaced."""
-    return text.replace("\x00", "\ufffd")
+    """Return text that PostgreSQL can hold: NUL characters and lone surrogates (which
+    UTF-8 cannot encode) replaced by U+FFFD."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    return _UNSAFE.sub("\ufffd", text)
 
 
 def as_stored(value):

@@ -177,15 +177,19 @@ def test_a_trace_whose_import_died_twice_is_failed_not_retried(project):
 @pytest.mark.parametrize(
     "line",
     [
-        b'{"type": "tool_call", "tool": "a\\u0000b", "args": {}}',
-        b'{"type": "tool_call", "tool": "t", "args": {"\\ud800": 1}}',
+        b'{"type": "tool_call", "tool": "a\\u0000b", "args": {}}\n' * 4,
+        b'{"type": "tool_call", "tool": "t", "args": {"\\ud800": "\\udc00x"}}',
         b'{"type": "tool_call", "tool": "t", "args": {}, "tokens_in": 1e400}',
         b'{"type": "tool_call", "tool": "t", "args": {}, "seq": 1e400}',
-        b'{"run_id": "r\\u0000", "type": "user", "text": "x"}',
+        b'{"run_id": "r\\u0000", "type": "tool_call", "tool": "t", "args": {}}',
     ],
 )
 def test_hostile_values_end_failed_or_analyzed_never_stuck(project, process, line):
-    trace = process(project, b'{"type": "user", "text": "go"}\n' + line + b"\n")
+    first = b'{"type": "message", "role": "user", "content": "go"}\n'
+    trace = process(project, first + line + b"\n")
     assert trace.status in (Trace.Status.ANALYZED, Trace.Status.FAILED), trace.status
     if trace.status == Trace.Status.FAILED:
-        assert trace.error.startswith("trace.jsonl")
+        assert trace.error.startswith("trace.jsonl") and "unknown trace format" not in trace.error
+    else:
+        assert trace.runs.exists()
+        assert all(run.verdict != "pending" for run in trace.runs.all())

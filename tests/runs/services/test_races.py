@@ -7,9 +7,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from runs.models import Run, Trace, Verdict
+from runs.models import LedgerRow, Run, Trace, Verdict
 from runs.services import analysis, ingest
-from tests.helpers import call, message, native_jsonl
+from tests.helpers import call, looping_trace, message, native_jsonl
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,3 +80,38 @@ def test_an_import_skips_a_trace_another_worker_holds_and_nothing_is_doubled(pro
     ingest.ingest_trace(trace.pk)  # and a duplicate of it
     assert Run.objects.filter(trace=trace).count() == 1
     assert Run.objects.get(trace=trace).step_count == 2
+
+
+def test_two_analyses_of_one_run_at_once_write_its_findings_once(project):
+    trace, _ = ingest.store_trace(project, looping_trace(6), name="loop.jsonl")
+    ingest.ingest_trace(trace.pk)
+    run = Run.objects.get(trace=trace)
+    analysis.analyze_run(run.pk)
+    expected = run.findings.count()
+    assert expected > 0
+    written, release, errors = threading.Event(), threading.Event(), []
+
+    def analyze(hold: bool) -> None:
+        try:
+            with transaction.atomic():
+                analysis.analyze_run(run.pk)
+                if hold:
+                    written.set()
+                    release.wait(10)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    first = threading.Thread(target=analyze, args=(True,))
+    first.start()
+    assert written.wait(10)
+    second = threading.Thread(target=analyze, args=(False,))
+    second.start()
+    second.join(0.5)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert errors == []
+    assert run.findings.count() == expected
+    assert run.ledger_rows.count() == LedgerRow.objects.filter(run=run).count() > 0

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from runs.models import Trace
 from runs.services import ingest
-from tests.helpers import healthy_trace, looping_trace
+from tests.helpers import call, healthy_trace, looping_trace, message, native_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -120,3 +120,61 @@ def test_a_trace_left_behind_by_a_dead_worker_is_picked_up_when_a_worker_starts(
     finally:
         stop_worker(process)
     assert trace.runs.get().verdict == "ok"
+
+
+def orphan_trace(project, data: bytes, name: str, status: str = Trace.Status.RECEIVED) -> Trace:
+    """A stored trace whose task message was lost."""
+    return Trace.objects.create(
+        project=project, name=name, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+        raw=data, status=status,
+    )  # fmt: skip
+
+
+def test_periodic_recovery_picks_up_lost_work_without_a_restart(project):
+    log = ROOT / "var" / "test-worker.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
+             "--beat", "--schedule", str(ROOT / "var" / "test-beat-schedule"),
+             "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env=worker_env(LOOPBOARD_STALE_SECONDS="1", LOOPBOARD_RECOVERY_SECONDS="1"),
+        )  # fmt: skip
+        try:
+            time.sleep(3)  # the worker is up and has requeued what was stale at its start
+            trace = orphan_trace(project, healthy_trace(), "lost.jsonl")
+            wait_for(trace, Trace.Status.ANALYZED)
+        finally:
+            stop_worker(process)
+    assert trace.runs.get().verdict == "ok"
+
+
+def test_a_worker_killed_mid_import_leaves_exactly_one_run_with_every_step(project):
+    steps = 60_000
+    data = native_jsonl(
+        message("user", "go"), *[call("read", {"n": i}, "x") for i in range(steps - 1)]
+    )
+    log = ROOT / "var" / "test-worker.log"
+    with open(log, "wb") as out:
+        first = start_worker(out, LOOPBOARD_STALE_SECONDS="1")
+        trace, _ = ingest.store_trace(project, data, name="big.jsonl")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            trace.refresh_from_db()
+            if trace.status == Trace.Status.PARSING:
+                break
+            time.sleep(0.05)
+        assert trace.status == Trace.Status.PARSING
+        time.sleep(0.3)  # inside the import's transaction
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        second = start_worker(out, LOOPBOARD_STALE_SECONDS="0")  # requeues it at start
+        try:
+            ingest.queue.queue_ingest([trace.pk])  # and a redelivered duplicate
+            wait_for(trace, Trace.Status.ANALYZED, timeout=120)
+        finally:
+            stop_worker(second)
+    assert trace.runs.count() == 1
+    run = trace.runs.get()
+    assert run.step_count == steps and run.steps.count() == steps
+    assert trace.import_attempts == 2
