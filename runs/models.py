@@ -373,11 +373,12 @@ class OtlpSpanGroup(models.Model):
 
     The request's bytes are kept whole as a Trace (source "otlp"); these rows say which
     trace ids each request holds, so the spans of one trace id that arrive in several
-    requests are assembled into one run (see runs/otlp_ingest.py).
+    requests are assembled into one run (`runs.services.otlp`).
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="otlp_groups")
-    batch = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="otlp_groups")
+    # The export request that brought the spans, kept whole as a Trace.
+    request = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="otlp_groups")
     trace_id = models.CharField(max_length=32)  # OTLP trace id, hex
     span_count = models.PositiveIntegerField(default=0)
     has_root = models.BooleanField(default=False)  # the root span (no parent) is in here
@@ -390,11 +391,11 @@ class OtlpSpanGroup(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["project", "trace_id"]),
-            models.Index(fields=["batch"]),
+            models.Index(fields=["request"]),
         ]
 
     def __str__(self) -> str:
-        return f"{self.trace_id} in trace {self.batch_id}"
+        return f"{self.trace_id} in trace {self.request_id}"
 
 
 class RateBucket(models.Model):

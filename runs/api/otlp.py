@@ -7,7 +7,7 @@ carry a `google.rpc.Status` in the request's encoding: 400 undecodable, 401 no/u
 (with Retry-After).
 
 The body is decoded by `runs.importers.otlp.spans` (the decoder the OTLP file importer uses,
-so both take and reject the same spans) and buffered by `runs.services.otlp.store_batch`.
+so both take and reject the same spans) and buffered by `runs.services.otlp.store_request`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..importers.otlp import spans
-from ..services.otlp import store_batch
+from ..services.otlp import store_request
 from . import auth, ratelimit
 
 # google.rpc.Code for each HTTP status we answer with
@@ -73,8 +73,8 @@ def _body_limits() -> spans.BodyLimits:
     )
 
 
-def _read(request: HttpRequest) -> tuple[bytes, spans.Batch]:
-    """Return the body and its decoded batch, or raise OtlpError: the content type is
+def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest]:
+    """Return the body and its decoded export request, or raise OtlpError: the content type is
     checked before the body is read, the body's size before it is decoded."""
     content_type = request.META.get("CONTENT_TYPE", "")
     spans.encoding_of(content_type)
@@ -84,7 +84,7 @@ def _read(request: HttpRequest) -> tuple[bytes, spans.Batch]:
             f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
         )
     content_encoding = request.META.get("HTTP_CONTENT_ENCODING", "")
-    return body, spans.read_batch(body, content_type, content_encoding, limits=_body_limits())
+    return body, spans.read_request(body, content_type, content_encoding, limits=_body_limits())
 
 
 @csrf_exempt
@@ -101,14 +101,14 @@ def receive_traces(request: HttpRequest) -> HttpResponse:
     except ratelimit.RateLimited as exc:
         return _error(str(exc), 429, encoding, **{"Retry-After": str(exc.retry_after)})
     try:
-        body, batch = _read(request)
+        body, export = _read(request)
     except spans.OtlpError as exc:
         return _error(exc.message, exc.status, encoding)
-    store_batch(key.project, body, batch)
+    store_request(key.project, body, export)
     reply = ExportTraceServiceResponse()
-    if batch.rejected:
-        reply.partial_success.rejected_spans = batch.rejected
+    if export.rejected:
+        reply.partial_success.rejected_spans = export.rejected
         reply.partial_success.error_message = (
-            f"{batch.rejected} span(s) rejected: {batch.error_message}"
+            f"{export.rejected} span(s) rejected: {export.error_message}"
         )
     return _reply(reply, encoding)

@@ -1,7 +1,7 @@
 """OTLP/HTTP after decoding: buffer the spans of each request, assemble them into runs.
 
 Decoding is the OTLP importer's (`runs.importers.otlp`): the receiver reads a request with
-its `read_batch`, and the assembly reads stored requests back with `decode_body` and turns
+its `read_request`, and the assembly reads stored requests back with `decode_body` and turns
 the spans of one trace id, from every request that brought some, into a run with one
 importer `Collector`.
 
@@ -33,7 +33,14 @@ from django.utils import timezone
 import detection
 
 from ..importers.errors import TraceError
-from ..importers.otlp import Batch, BodyLimits, Collector, Span, decode_body, spans_from_request
+from ..importers.otlp import (
+    BodyLimits,
+    Collector,
+    ExportRequest,
+    Span,
+    decode_body,
+    spans_from_request,
+)
 from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
 from . import ingest, queue
@@ -46,7 +53,7 @@ class GroupRow(NamedTuple):
     """One OtlpSpanGroup row, as the assembly reads it."""
 
     pk: int
-    batch_id: int  # the request Trace that brought the spans
+    request_id: int  # the request Trace that brought the spans
     has_root: bool
     assembled: bool
     run_id: int | None
@@ -79,32 +86,34 @@ def _body_limits() -> BodyLimits:
 
 
 # -- receiving --------------------------------------------------------------------------------
-def store_batch(project: Project, body: bytes, batch: Batch, *, name: str = "") -> Trace | None:
+def store_request(
+    project: Project, body: bytes, export: ExportRequest, *, name: str = ""
+) -> Trace | None:
     """Keep the request bytes as a Trace and buffer its spans; queue their assembly.
 
     Returns the trace (None when the request holds no valid span). A request sent twice (an
     exporter retrying) is stored once.
     """
-    if not batch.groups:
+    if not export.groups:
         return None
     now = timezone.now()
-    trace = _request_trace(project, body, batch, name=name, now=now)
+    trace = _request_trace(project, body, export, name=name, now=now)
     with transaction.atomic():
         if not _insert_raw(trace):
             return Trace.objects.get(project=project, sha256=trace.sha256)
         OtlpSpanGroup.objects.bulk_create(
             OtlpSpanGroup(
                 project=project,
-                batch=trace,
+                request=trace,
                 trace_id=trace_id,
                 span_count=group.spans,
                 has_root=group.has_root,
                 received_at=now,
             )
-            for trace_id, group in batch.groups.items()
+            for trace_id, group in export.groups.items()
         )
-        ready = sorted(t for t, group in batch.groups.items() if group.has_root)
-        waiting = sorted(t for t, group in batch.groups.items() if not group.has_root)
+        ready = sorted(t for t, group in export.groups.items() if group.has_root)
+        waiting = sorted(t for t, group in export.groups.items() if not group.has_root)
         grace = settings.LOOPBOARD_OTLP_ROOT_GRACE
         quiet = settings.LOOPBOARD_OTLP_QUIET_SECONDS
         queue.queue_assembly(project.pk, ready, countdown=grace)
@@ -113,7 +122,7 @@ def store_batch(project: Project, body: bytes, batch: Batch, *, name: str = "") 
 
 
 def _request_trace(
-    project: Project, body: bytes, batch: Batch, *, name: str, now: datetime
+    project: Project, body: bytes, export: ExportRequest, *, name: str, now: datetime
 ) -> Trace:
     """Return the (unsaved) Trace that keeps one request's bytes."""
     return Trace(
@@ -122,8 +131,8 @@ def _request_trace(
         name=name or f"otlp {now:%Y-%m-%d %H:%M:%S.%f}",
         size=len(body),
         raw=body,
-        declared_format=f"otlp-{batch.encoding}",
-        format=f"otlp-{batch.encoding}",
+        declared_format=f"otlp-{export.encoding}",
+        format=f"otlp-{export.encoding}",
         # Not "received"/"parsing": requeue_stale must not hand it to the importers.
         status=Trace.Status.ANALYZING,
         source=Trace.Source.OTLP,
@@ -200,7 +209,7 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
         chunk = trace_ids[start : start + ASSEMBLE_CHUNK]
         run_ids += _assemble_chunk(project, chunk, decoded, policy, set(trace_ids))
-    _finish_batches(project_id, trace_ids)
+    _finish_requests(project_id, trace_ids)
     return run_ids
 
 
@@ -254,7 +263,7 @@ def _assemble_chunk(
         todo = [t for t in trace_ids if t in groups and not all(g.assembled for g in groups[t])]
         if not todo:
             return []  # another task did them
-        missing = sorted({row.batch_id for t in todo for row in groups[t]} - decoded.keys())
+        missing = sorted({row.request_id for t in todo for row in groups[t]} - decoded.keys())
         for request in _raw_requests(missing):
             decoded[request.pk] = _spans_by_trace(request, wanted)
         assembly = _build_runs(todo, groups, decoded)
@@ -274,7 +283,7 @@ def _group_rows(project: Project, trace_ids: list[str]) -> dict[str, list[GroupR
     rows = (
         OtlpSpanGroup.objects.filter(project=project, trace_id__in=trace_ids)
         .order_by("id")
-        .values_list("trace_id", "pk", "batch_id", "has_root", "assembled", "run_id")
+        .values_list("trace_id", "pk", "request_id", "has_root", "assembled", "run_id")
     )
     for trace_id, *fields in rows:
         groups[trace_id].append(GroupRow(*fields))
@@ -288,15 +297,15 @@ def _build_runs(
     assembly = Assembly()
     for trace_id in todo:
         rows = groups[trace_id]
-        spans = [span for row in rows for span in decoded.get(row.batch_id, {}).pop(trace_id, ())]
+        spans = [span for row in rows for span in decoded.get(row.request_id, {}).pop(trace_id, ())]
         parsed = _run_of(trace_id, spans, rows)
         if parsed is None:
             assembly.unbuilt += [row.pk for row in rows]
             continue
-        root_batch = next((row.batch_id for row in rows if row.has_root), rows[0].batch_id)
+        root_request = next((row.request_id for row in rows if row.has_root), rows[0].request_id)
         existing = next((row.run_id for row in rows if row.run_id), None)
         assembly.members.append([row.pk for row in rows])
-        assembly.entries.append(ingest.NewRun(parsed, root_batch, existing))
+        assembly.entries.append(ingest.NewRun(parsed, root_request, existing))
     return assembly
 
 
@@ -345,7 +354,7 @@ def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection
         runs = collector.runs()
     except TraceError as exc:
         log.warning("OTLP trace %s cannot be assembled: %s", trace_id, exc)
-        Trace.objects.filter(pk__in={row.batch_id for row in rows}).update(
+        Trace.objects.filter(pk__in={row.request_id for row in rows}).update(
             error=f"trace {trace_id}: {exc}"[:5000], updated_at=timezone.now()
         )
         return None
@@ -356,7 +365,7 @@ def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection
     return parsed
 
 
-def _finish_batches(project_id: int, trace_ids: list[str]) -> None:
+def _finish_requests(project_id: int, trace_ids: list[str]) -> None:
     """Mark analyzed the request traces whose spans are all in analyzed runs (one statement)."""
     groups, runs = OtlpSpanGroup._meta.db_table, Run._meta.db_table
     with connection.cursor() as cursor:
@@ -364,10 +373,10 @@ def _finish_batches(project_id: int, trace_ids: list[str]) -> None:
             f"""
             UPDATE {Trace._meta.db_table} AS t SET status = %s, updated_at = %s
             WHERE t.status = %s
-              AND t.id IN (SELECT batch_id FROM {groups}
+              AND t.id IN (SELECT request_id FROM {groups}
                            WHERE project_id = %s AND trace_id = ANY(%s))
               AND NOT EXISTS (SELECT 1 FROM {groups} AS g LEFT JOIN {runs} AS r ON r.id = g.run_id
-                              WHERE g.batch_id = t.id AND (NOT g.assembled OR r.verdict = %s))
+                              WHERE g.request_id = t.id AND (NOT g.assembled OR r.verdict = %s))
             """,
             [Trace.Status.ANALYZED, timezone.now(), Trace.Status.ANALYZING, project_id,
              list(trace_ids), Verdict.PENDING],

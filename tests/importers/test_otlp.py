@@ -239,7 +239,7 @@ def id_request() -> dict:
 
 def test_the_receiver_decoder_and_the_file_importer_take_the_same_ids():
     body = json.dumps(id_request()).encode()
-    batch = spans.read_batch(body, "application/json", limits=spans.BodyLimits(1 << 20, 64))
+    batch = spans.read_request(body, "application/json", limits=spans.BodyLimits(1 << 20, 64))
     (run,) = iter_runs(body, source="ids.json", format="otlp")
     taken = [shown for _, _, shown in ID_CASES if shown is not None]
     assert batch.accepted == len(run.steps) == len(taken)
@@ -266,7 +266,7 @@ def test_protobuf_ids_of_the_wrong_size_or_all_zero_are_rejected_by_both():
     ]:
         scope.spans.add(trace_id=trace_id, span_id=span_id, name="s")
     body = request.SerializeToString()
-    batch = spans.read_batch(body, "application/x-protobuf", limits=spans.BodyLimits(1 << 20, 64))
+    batch = spans.read_request(body, "application/x-protobuf", limits=spans.BodyLimits(1 << 20, 64))
     (run,) = iter_runs(body, source="ids.pb", format="otlp")
     assert (batch.accepted, batch.rejected) == (len(run.steps), run.skipped) == (2, 4)
     assert [step.id for step in run.steps] == ["01" * 8, "02" * 8]

@@ -10,14 +10,14 @@ from __future__ import annotations
 from .spans import (
     JSON,
     PROTOBUF,
-    Batch,
     BodyLimits,
+    ExportRequest,
     OtlpError,
     Span,
     SpanGroup,
     decode_body,
     looks_like_protobuf,
-    read_batch,
+    read_request,
     spans_from_request,
 )
 from .steps import Collector, label, name, parse, runs_from_request, sniff
@@ -25,7 +25,7 @@ from .steps import Collector, label, name, parse, runs_from_request, sniff
 __all__ = [
     "JSON",
     "PROTOBUF",
-    "Batch",
+    "ExportRequest",
     "BodyLimits",
     "Collector",
     "OtlpError",
@@ -36,7 +36,7 @@ __all__ = [
     "looks_like_protobuf",
     "name",
     "parse",
-    "read_batch",
+    "read_request",
     "runs_from_request",
     "sniff",
     "spans_from_request",

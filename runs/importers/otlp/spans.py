@@ -5,7 +5,7 @@ of the assembly of received spans, and of the OTLP file importer.
   JSON, gzipped or not, to an ExportTraceServiceRequest (the protobuf message, or the
   OTLP/JSON dict), within the `BodyLimits` the caller passes in. A body that cannot be taken
   raises `OtlpError` with the HTTP status to answer.
-- `read_batch`: a body decoded and its valid spans counted by trace id, invalid ones counted
+- `read_request`: a body decoded and its valid spans counted by trace id, invalid ones counted
   as rejected (what the receiver stores and answers).
 - `spans_from_request`, `spans_of_resource`: the valid spans of a request as `Span`s.
 - `looks_like_protobuf`, `iter_pb_resources`: protobuf files, one ResourceSpans at a time.
@@ -102,7 +102,7 @@ class SpanGroup:
 
 
 @dataclass(slots=True)
-class Batch:
+class ExportRequest:
     """One decoded export request: its valid spans by OTLP trace id, and what was rejected."""
 
     encoding: str  # "proto" or "json"
@@ -199,17 +199,17 @@ def decode_body(
     return decode(data, encoding, max_depth=limits.max_depth)
 
 
-def read_batch(
+def read_request(
     body: bytes, content_type: str, content_encoding: str = "", *, limits: BodyLimits
-) -> Batch:
+) -> ExportRequest:
     """Decode a request body and count its valid spans by trace id (invalid ones rejected)."""
     encoding = encoding_of(content_type)
     request = decode_body(body, encoding, content_encoding, limits=limits)
-    batch = Batch(encoding=encoding, request=request)
-    for resource_spans in resources_of(batch.request):
-        for _span, ids in valid_spans(resource_spans, batch.reject):
-            batch.add(ids)
-    return batch
+    export = ExportRequest(encoding=encoding, request=request)
+    for resource_spans in resources_of(export.request):
+        for _span, ids in valid_spans(resource_spans, export.reject):
+            export.add(ids)
+    return export
 
 
 def _pb_request(body: bytes) -> Any:
