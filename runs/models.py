@@ -180,7 +180,7 @@ class Run(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     analyzed_at = models.DateTimeField(null=True, blank=True)
     # Denormalised for the runs list's free text: tool names plus a bounded sample of the
-    # arguments (see analysis.search_text), as a tsvector so a GIN index answers it.
+    # arguments (`services.analysis.StepSample`), as a tsvector so a GIN index answers it.
     search = SearchVectorField(null=True, blank=True, editable=False)
 
     class Meta:

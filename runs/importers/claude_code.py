@@ -1,7 +1,7 @@
 """Claude Code session JSONL (`~/.claude/projects/<project>/<session>.jsonl`, sub-agents in
 `<session>/subagents/agent-<id>.jsonl`).
 
-Mapping (README 3.5), one run per file (id = `sessionId`):
+Mapping, one run per file (id = `sessionId`):
 - Assistant records hold ONE content block each; records with the same `message.id` are one
   API message: its `text` blocks -> one `assistant` step, its `thinking` blocks -> one
   `reasoning` step, each `tool_use` -> a `tool_call` step (id = `toolu_…`, tool = `name`,

@@ -1,6 +1,6 @@
 """OpenAI Codex CLI rollout JSONL (`~/.codex/sessions/…/rollout-<ts>-<uuid>.jsonl`).
 
-Every line is `{timestamp, type, payload}`. Mapping (README 3.7), one run per file
+Every line is `{timestamp, type, payload}`. Mapping, one run per file
 (id = `session_meta.payload.id`):
 - `session_meta` -> metadata (cwd, cli_version, originator, source, model_provider);
   `turn_context` -> metadata model/effort/approval_policy (first seen, `models` lists all).

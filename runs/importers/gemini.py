@@ -1,6 +1,6 @@
 """Gemini CLI: headless `--output-format stream-json` and the chat recording JSON.
 
-Two importers in one module (README 3.6); both give linear runs (no parent ids).
+Two importers in one module; both give linear runs (no parent ids).
 
 `gemini-stream` (JSONL, one event per line; a new `init` starts a new run):
 - `init` -> run id `session_id`, metadata model. Lines before the first `init` belong to the

@@ -1,6 +1,6 @@
 """mini-swe-agent trajectories (`.traj.json`, `trajectory_format: "mini-swe-agent-1[.1]"`).
 
-Mapping (README 3.2), one linear run per file:
+Mapping, one linear run per file:
 - `messages[0]` (system prompt) is left out; other `system` messages -> `system` steps.
 - The first `user` message (the task) -> a `user` step.
 - Each `assistant` message: its text outside the bash block -> an `assistant` step (when not

@@ -1,6 +1,6 @@
 """loopboard's native JSONL: one event per line (the progress-ledger format is a subset).
 
-Rules (see DESIGN.md, "Native JSONL format"):
+Rules (the README's "Native JSONL" section shows an example):
 - `type` is `tool_call` or `message`; other types are skipped and counted.
 - `run_id` groups lines into runs (default: one run per file, named after the file).
 - `seq` orders events (default: line order); `id`/`parent_id` give a tree.

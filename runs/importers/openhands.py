@@ -1,6 +1,6 @@
 """OpenHands event streams: eval `output.jsonl`, the GUI trajectory export, legacy history.
 
-Containers (README 3.3):
+Containers:
 - eval/resolver `output.jsonl`: one run per line (id `instance_id`, else "<file>:<line>");
   metadata model (`metadata.llm_config.model`), agent (`agent_class`), cost
   (`metrics.accumulated_cost`), `error`, `instruction`. Invalid lines are skipped and counted.

@@ -1,6 +1,6 @@
 """SWE-agent trajectories (`.traj`, one JSON object per file), 0.x text actions and 1.x tools.
 
-Mapping (README 3.1), one linear run per file:
+Mapping, one linear run per file:
 - The first non-demo `user` message of `history` (the task) -> a `user` step; the system
   prompt and every message with `is_demo: true` are left out.
 - Each `trajectory[i]`: its `thought` -> an `assistant` step (when not empty), then ONE

@@ -1,4 +1,4 @@
-"""Services: a stored run -> the detection engine -> stored findings and verdict."""
+"""A stored run -> the detection engine -> stored findings and verdict."""
 
 from __future__ import annotations
 

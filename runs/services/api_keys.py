@@ -1,4 +1,4 @@
-"""Services: issue and revoke project API keys (the key is shown once, stored hashed)."""
+"""Issue and revoke project API keys (the key is shown once, stored hashed)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Services: the runs list's filters, sorting and keyset pagination.
+"""The runs list's filters, sorting and keyset pagination.
 
 Keyset, not OFFSET: each page continues after the last row's (sort value, id), so page 2000
 of 100k runs costs what page 1 costs, on the (project, sort key, id) indexes.

@@ -1,4 +1,4 @@
-"""Services: store a received trace, then turn it into runs and steps in the worker."""
+"""Store a received trace, then turn it into runs and steps in the worker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Services: the live loop check ("would this next call be a loop?") for an agent's loop."""
+"""The live loop check ("would this next call be a loop?") for an agent's loop."""
 
 from __future__ import annotations
 

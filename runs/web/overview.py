@@ -1,4 +1,4 @@
-"""Services: the overview page's figures, over the runs a user may see."""
+"""Page builder: the overview page's figures, over the runs a user may see."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Services: one step in detail, as collapsible JSON, and what changed since the same call.
+"""Page builder: one step in detail, as collapsible JSON, and what changed since the same call.
 
 Trace content is untrusted: everything here is built with format_html/escape, and sizes are
 bounded (string values cut at STRING_CHARS, at most MAX_NODES nodes, diffs over DIFF_CHARS).
@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.shortcuts import get_object_or_404
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -177,8 +178,6 @@ def step_diff(step: Step) -> StepDiff | None:
 
 def get_step(run: Run, seq: int) -> Step:
     """Return a run's step by seq (404 if absent)."""
-    from django.shortcuts import get_object_or_404
-
     return get_object_or_404(Step.objects.filter(run=run), seq=seq)
 
 

@@ -1,4 +1,4 @@
-"""Services: a window of a run's timeline, with repeats folded into bands.
+"""Page builder: a window of a run's timeline, with repeats folded into bands.
 
 The run page never loads all steps: it asks for a window of display rows starting at a seq.
 A folded band (`summary.Band`, written by analysis) costs two rows (its first and last

@@ -1,4 +1,4 @@
-"""Services: a run as a tree (Step.parent_id -> Step.source_id), loaded a level at a time.
+"""Page builder: a run as a tree (Step.parent_id -> Step.source_id), loaded a level at a time.
 
 The structure (a few small columns per step) is read once per run and analysis and kept in
 a small per-process cache; previews are read only for the nodes on screen.

@@ -1,4 +1,4 @@
-"""OpenAI Chat Completions importer (`chat`), on tau-bench-shaped data built here (README 3.4)."""
+"""OpenAI Chat Completions importer (`chat`), on tau-bench-shaped data built here."""
 
 from __future__ import annotations
 

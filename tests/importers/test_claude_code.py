@@ -9,7 +9,7 @@ Counts taken by hand from the files, independently of the importer:
   `jq -r 'select(.type=="assistant")|.message.id' | sort -u | wc -l` -> 39 API messages
   over 55 assistant records.
 
-Hand-written fixtures (README 3.5 field by field; tests/data/importers):
+Hand-written fixtures (the mapping in runs/importers/claude_code.py, field by field; tests/data/importers):
 - claude_code_branches.jsonl: 27 lines, 26 with a `uuid`, one queue-operation. A response
   retried (toolu_02, toolu_03 and their results hang under the same parent as the live
   retry toolu_04) and a user message edited ("yes, and run the linter too" + toolu_07 +

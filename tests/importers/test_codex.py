@@ -1,6 +1,6 @@
 """Codex CLI rollout importer, on a hand-written fixture (no real sample ships).
 
-tests/data/importers/codex_rollout.jsonl follows README 3.7 line by line. Counted by hand
+tests/data/importers/codex_rollout.jsonl follows the Codex rollout mapping in runs/importers/codex.py line by line. Counted by hand
 with `grep -c '"type": "<t>"'` on the file: 5 function_call + 1 custom_tool_call +
 1 local_shell_call + 1 web_search_call = 8 calls; 6 function_call_output + 1
 custom_tool_call_output = 7 outputs, 6 answering calls (call_B1 is never answered) and 1
@@ -137,7 +137,7 @@ def test_empty_or_truncated_file_fails(data):
 
 
 def test_multi_part_reasoning_is_not_duplicated_by_its_events():
-    """codex_reasoning_parts.jsonl (hand-written from README 3.7): 4 `reasoning` items (2, 3,
+    """codex_reasoning_parts.jsonl (hand-written from that mapping): 4 `reasoning` items (2, 3,
     2 and 1 summary parts) and 7 `agent_reasoning` events: one per part after the first item,
     one per part before the second, one holding both parts of the third, one for the fourth
     (a new turn repeating an earlier part) -> 4 reasoning steps."""

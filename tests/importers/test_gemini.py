@@ -1,6 +1,6 @@
 """Gemini CLI importers (stream-json and chat recording), on hand-written fixtures.
 
-No real sample ships; both fixtures follow README 3.6. Counted by hand from the files:
+No real sample ships; both fixtures follow the mapping in runs/importers/gemini.py. Counted by hand from the files:
 - gemini_stream.jsonl: 2 `init` lines -> 2 runs. Session 1: 3 `tool_use` (one answered
   `status: "error"`) -> 3 calls, 1 error. Session 2: 1 `tool_use` never answered + 1
   `tool_result` whose `tool_id` has no `tool_use` -> 2 tool_call steps, 0 errors.

@@ -11,7 +11,7 @@ import pytest
 from runs.importers import IMPORTERS, iter_runs
 from runs.importers.errors import TraceError
 
-SHARED = Path(__file__).resolve().parents[1] / "data" / "traces"  # copies of shared/traces
+SHARED = Path(__file__).resolve().parents[1] / "data" / "traces"  # real samples, see its README
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 MINE = {"chat", "responses", "anthropic", "otlp", "tree"}
 
