@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 from ninja.parser import Parser
 
-from runs.api import auth, ratelimit
+from runs.api import auth, middleware, ratelimit
 from runs.api.router import router
 from runs.importers.reading import json_depth_ok
 
@@ -74,6 +75,13 @@ def on_authentication_error(request: HttpRequest, exc: Exception) -> HttpRespons
 @api.exception_handler(ratelimit.RateLimited)
 def on_rate_limited(request: HttpRequest, exc: ratelimit.RateLimited) -> HttpResponse:
     return _error(request, str(exc), 429, **{"Retry-After": str(exc.retry_after)})
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_outage(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """503 with Retry-After, so that clients retry instead of dropping what they send."""
+    return middleware.outage_response(request)
 
 
 @api.exception_handler(BodyError)

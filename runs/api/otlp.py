@@ -26,7 +26,7 @@ from ..services.otlp import store_request
 from . import auth, ratelimit
 
 # google.rpc.Code for each HTTP status we answer with
-RPC_CODES = {400: 3, 401: 16, 403: 7, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13}
+RPC_CODES = {400: 3, 401: 16, 403: 7, 405: 12, 411: 3, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 def _encoding_for_reply(request: HttpRequest) -> str:
@@ -64,6 +64,11 @@ def _error(message: str, status: int, encoding: str, **headers: str) -> HttpResp
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def error_response(request: HttpRequest, message: str, status: int, **headers: str) -> HttpResponse:
+    """Return a google.rpc.Status answer in the encoding of the request's body."""
+    return _error(message, status, _encoding_for_reply(request), **headers)
 
 
 def _body_limits() -> spans.BodyLimits:

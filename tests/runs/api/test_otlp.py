@@ -279,3 +279,20 @@ def test_spans_stranded_by_a_lost_countdown_task_are_assembled_by_requeue_stale(
     assert run.tool_call_count == 5 and run.verdict == "stop"
     assert not OtlpSpanGroup.objects.filter(assembled=False).exists()
     assert set(Trace.objects.values_list("status", flat=True)) == {"analyzed"}
+
+
+def test_a_body_over_the_limit_is_a_status_not_json_detail(client, key, settings):
+    settings.MAX_UPLOAD_BYTES = 10
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    response = client.post("/v1/traces", b"x" * 50, content_type="application/x-protobuf", **auth)
+    assert response.status_code == 413 and response.content.startswith(b"\x08\x08")
+    response = client.post("/v1/traces", b"x" * 50, content_type="application/json", **auth)
+    assert response.status_code == 413 and response.json()["code"] == 8
+
+
+def test_a_chunked_body_without_a_length_is_refused_not_read_as_empty(client, key):
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {key}", "HTTP_TRANSFER_ENCODING": "chunked"}
+    response = client.post("/v1/traces", b"", content_type="application/x-protobuf", **auth)
+    assert response.status_code == 411 and response.content.startswith(b"\x08\x03")
+    response = client.post("/api/traces", b"", content_type="application/octet-stream", **auth)
+    assert response.status_code == 411 and "Content-Length" in response.json()["detail"]
