@@ -36,7 +36,9 @@ def store_trace(
 ) -> tuple[Trace, bool]:
     """Keep the raw bytes as a Trace and queue its ingest; the same bytes give the same trace.
 
-    Returns (trace, created). Nothing is parsed here: the request returns at once.
+    Returns (trace, created). Nothing is parsed here: the request returns at once. The same
+    bytes sent again with another forced format re-import the existing trace with it, once
+    its last import has finished.
     """
     digest = hashlib.sha256(data).hexdigest()
     with transaction.atomic():
@@ -54,7 +56,23 @@ def store_trace(
         )
         if created:
             queue.queue_ingest([trace.pk])
+        elif format and format != trace.declared_format and trace.is_finished:
+            reimport(trace, format)
     return trace, created
+
+
+def reimport(trace: Trace, format: str) -> None:
+    """Import a stored trace again with a forced format (its runs are replaced)."""
+    with transaction.atomic():
+        Trace.objects.filter(pk=trace.pk).update(
+            declared_format=format,
+            status=Trace.Status.RECEIVED,
+            import_attempts=0,
+            error="",
+            updated_at=timezone.now(),
+        )
+        queue.queue_ingest([trace.pk])
+    trace.refresh_from_db(fields=["declared_format", "status", "import_attempts", "error"])
 
 
 def formats() -> dict[str, str]:

@@ -193,3 +193,13 @@ def test_hostile_values_end_failed_or_analyzed_never_stuck(project, process, lin
     else:
         assert trace.runs.exists()
         assert all(run.verdict != "pending" for run in trace.runs.all())
+
+
+def test_the_same_bytes_with_a_forced_format_are_imported_again_with_it(project, process):
+    data = native_jsonl(message("user", "go"), call("read", {"p": 1}, "x"))
+    first = process(project, data, format="swe-agent")  # wrong: fails
+    assert first.status == Trace.Status.FAILED
+    again = process(project, data, format="native")
+    assert again.pk == first.pk and again.status == Trace.Status.ANALYZED
+    assert again.declared_format == "native" and again.runs.count() == 1
+    assert process(project, data, format="native").runs.count() == 1  # same format: a no-op
