@@ -56,12 +56,19 @@ class Membership(models.Model):
 class ApiKey(models.Model):
     """A project's API key; only its hash is stored, the key is shown once."""
 
+    class Scope(models.TextChoices):
+        # Each scope may do what the ones before it may.
+        READ = "read", "read: runs, findings, policy, the live check"
+        INGEST = "ingest", "ingest: read, and send traces"
+        ADMIN = "admin", "admin: ingest, and change the policy and re-analyze"
+
     PREFIX = "lb_"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16)  # first characters, to tell keys apart
     key_hash = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=6, choices=Scope, default=Scope.INGEST)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -80,13 +87,21 @@ class ApiKey(models.Model):
         return hashlib.sha256(key.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, project: Project, name: str, user=None) -> tuple[ApiKey, str]:
+    def issue(
+        cls, project: Project, name: str, user=None, scope: str = Scope.INGEST
+    ) -> tuple[ApiKey, str]:
         """Create a key for the project; return the row and the plain key (shown once)."""
         key = cls.PREFIX + secrets.token_urlsafe(32)
         row = cls.objects.create(
-            project=project, name=name, prefix=key[:10], key_hash=cls.hash(key), created_by=user
-        )
+            project=project, name=name, prefix=key[:10], key_hash=cls.hash(key),
+            created_by=user, scope=scope,
+        )  # fmt: skip
         return row, key
+
+    def allows(self, scope: str) -> bool:
+        """Return whether this key may do what `scope` needs."""
+        order = list(self.Scope.values)
+        return order.index(self.scope) >= order.index(scope)
 
     @property
     def is_active(self) -> bool:

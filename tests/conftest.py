@@ -61,10 +61,10 @@ def process():
 
 @pytest.fixture
 def key(project) -> str:
-    """A plain API key of alice's project."""
+    """A plain admin API key of alice's project."""
     from runs.models import ApiKey
 
-    return ApiKey.issue(project, "tests")[1]
+    return ApiKey.issue(project, "tests", scope=ApiKey.Scope.ADMIN)[1]
 
 
 @pytest.fixture

@@ -27,6 +27,15 @@ class KeyAuth:
     key: ApiKey
     project: Project
 
+    def require(self, scope: str, doing: str) -> None:
+        """Raise AuthError(403) unless the key's scope allows `scope` (for `doing`)."""
+        if not self.key.allows(scope):
+            raise AuthError(
+                f"{doing} needs a key with the {scope!r} scope; this key's scope is "
+                f"{self.key.scope!r}",
+                status=403,
+            )
+
 
 def bearer_token(request: HttpRequest) -> str:
     """Return the token of an `Authorization: Bearer <key>` header, or ''."""
@@ -44,7 +53,7 @@ def authenticate_key(token: str) -> KeyAuth:
     key = (
         ApiKey.objects.select_related("project")
         .filter(key_hash=ApiKey.hash(token))
-        .only("id", "name", "revoked_at", "last_used_at", "project")
+        .only("id", "name", "scope", "revoked_at", "last_used_at", "project")
         .first()
     )
     if key is None:

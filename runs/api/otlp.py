@@ -22,6 +22,7 @@ from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..importers.otlp import spans
+from ..models import ApiKey
 from ..services.otlp import store_request
 from . import auth, ratelimit
 
@@ -100,6 +101,7 @@ def receive_traces(request: HttpRequest) -> HttpResponse:
         return _error("use POST", 405, encoding, Allow="POST")
     try:
         key = auth.authenticate_request(request)
+        key.require(ApiKey.Scope.INGEST, "sending traces")
     except auth.AuthError as exc:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         return _error(exc.message, exc.status, encoding, **headers)

@@ -18,7 +18,7 @@ from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
-from ..models import Run, Trace
+from ..models import ApiKey, Run, Trace
 from ..services import analysis, downloads, filters, ingest, live
 from ..services import policy as policy_service
 from . import auth
@@ -111,6 +111,7 @@ def upload_trace(
     Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
     (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
     """
+    request.auth.require(ApiKey.Scope.INGEST, "uploading a trace")
     if format and format not in ingest.formats():
         known = ", ".join(ingest.formats())
         raise HttpError(422, f"unknown format {format!r}; known: {known}")
@@ -232,7 +233,9 @@ def list_steps(
 
 @router.post("/runs/{run_id}/analyze", response={202: AnalyzeQueued, **ERRORS}, tags=["runs"])
 def analyze_run(request: HttpRequest, run_id: int = RUN_ID):
-    """Queue the run for analysis again (with the project's current policy)."""
+    """Queue the run for analysis again (with the project's current policy); needs an
+    admin key."""
+    request.auth.require(ApiKey.Scope.ADMIN, "re-analyzing a run")
     run = _run(request, run_id)
     analysis.reanalyze(Run.objects.filter(pk=run.pk))
     return Status(202, {"run_id": run.pk, "status": "queued"})
@@ -248,6 +251,7 @@ def get_policy(request: HttpRequest):
 def put_policy(request: HttpRequest, payload: PolicyIn):
     """Replace the project's policy (the `loopboard scan --policy` shape), record the change
     and re-analyze the project's runs."""
+    request.auth.require(ApiKey.Scope.ADMIN, "changing the policy")
     project = _project(request)
     try:
         change = policy_service.save_policy(

@@ -7,9 +7,25 @@ from django.utils import timezone
 from ..models import ApiKey, Project
 
 
-def create_key(project: Project, name: str, *, user=None) -> tuple[ApiKey, str]:
-    """Create a named key for the project; return the row and the plain key (shown once)."""
-    return ApiKey.issue(project, name[:100], user=user if user and user.is_authenticated else None)
+def scopes_for(user) -> list[str]:
+    """Return the scopes a user may give a key: admin keys change policy, as Tuning does,
+    so only staff mint them."""
+    scopes = [ApiKey.Scope.READ, ApiKey.Scope.INGEST]
+    return [*scopes, ApiKey.Scope.ADMIN] if user is None or user.is_staff else scopes
+
+
+def create_key(
+    project: Project, name: str, *, user=None, scope: str = ApiKey.Scope.INGEST
+) -> tuple[ApiKey, str]:
+    """Create a named key for the project; return the row and the plain key (shown once).
+
+    `user` None is an operator (the management command). Raises PermissionError when the
+    user may not give the key that scope.
+    """
+    if scope not in scopes_for(user):
+        raise PermissionError(f"you may not create a key with the {scope!r} scope")
+    creator = user if user and user.is_authenticated else None
+    return ApiKey.issue(project, name[:100], user=creator, scope=scope)
 
 
 def revoke_key(key: ApiKey) -> None:

@@ -18,7 +18,7 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
 import detection
 
-from ..models import Project, Run
+from ..models import ApiKey, Project, Run
 from ..services import access, api_keys, downloads, filters, ingest, summary
 from ..services import policy as policy_service
 from . import charts, forms, stepview, timeline, tree
@@ -362,6 +362,7 @@ def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "project": project,
         "keys": project.api_keys.select_related("created_by"),
+        "scopes": [(s, ApiKey.Scope(s).label) for s in api_keys.scopes_for(request.user)],
         "new_key": request.session.pop("new_api_key", None),
         "otlp_url": request.build_absolute_uri("/v1/traces"),
         "api_url": request.build_absolute_uri("/api/"),
@@ -375,11 +376,14 @@ def create_key(request: HttpRequest, slug: str) -> HttpResponse:
     """Issue a key; its plain value is shown once, on the next page load."""
     project = access.get_project(request.user, slug)
     name = request.POST.get("name", "").strip()[:100]
+    scope = request.POST.get("scope") or ApiKey.Scope.INGEST
     if not name:
         messages.error(request, "Give the key a name (what will use it, e.g. 'CI').")
+    elif scope not in api_keys.scopes_for(request.user):
+        messages.error(request, f"You may not create a key with the {scope!r} scope.")
     else:
-        row, key = api_keys.create_key(project, name, user=request.user)
-        request.session["new_api_key"] = {"name": row.name, "key": key}
+        row, key = api_keys.create_key(project, name, user=request.user, scope=scope)
+        request.session["new_api_key"] = {"name": row.name, "key": key, "scope": row.scope}
     return redirect("runs:project_settings", slug=project.slug)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs.models import Project
+from runs.models import ApiKey, Project
 from runs.services import api_keys as keys
 
 
@@ -14,8 +14,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("project", help="project slug or id")
         parser.add_argument("name", help="what the key is for, e.g. CI")
+        parser.add_argument(
+            "--scope",
+            choices=ApiKey.Scope.values,
+            default=ApiKey.Scope.ADMIN,
+            help="what the key may do (default: admin, as the operator running this)",
+        )
 
-    def handle(self, *args, project: str, name: str, **options) -> None:
+    def handle(self, *args, project: str, name: str, scope: str, **options) -> None:
         found = Project.objects.filter(slug=project).first()
         if found is None and project.isdigit():
             found = Project.objects.filter(pk=int(project)).first()
@@ -23,6 +29,8 @@ class Command(BaseCommand):
             raise CommandError(f"no project {project!r}")
         if not name.strip():
             raise CommandError("the key needs a name")
-        row, key = keys.create_key(found, name.strip())
-        self.stderr.write(f"Created key {row.name!r} for project {found.slug} (shown once):")
+        row, key = keys.create_key(found, name.strip(), scope=scope)
+        self.stderr.write(
+            f"Created {row.scope} key {row.name!r} for project {found.slug} (shown once):"
+        )
         self.stdout.write(key)

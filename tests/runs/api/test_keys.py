@@ -71,3 +71,56 @@ def test_rate_limit_is_per_key(api, client, other_key, settings):
     assert api.get("/api/runs").status_code == 429
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {other_key}"
     assert client.get("/api/runs").status_code == 200
+
+
+def test_a_member_without_staff_rights_can_mint_only_read_and_ingest_keys(client_in, project):
+    page = client_in.get("/projects/agents/settings/").content.decode()
+    assert 'value="ingest"' in page and 'value="read"' in page and 'value="admin"' not in page
+    response = client_in.post(
+        "/projects/agents/settings/keys/", {"name": "sneaky", "scope": "admin"}, follow=True
+    )
+    assert "You may not create a key with the &#x27;admin&#x27; scope" in response.content.decode()
+    assert not ApiKey.objects.filter(name="sneaky").exists()
+    client_in.post("/projects/agents/settings/keys/", {"name": "agent", "scope": "ingest"})
+    assert ApiKey.objects.get(name="agent").scope == "ingest"
+
+
+def test_staff_can_mint_an_admin_key(client_in, user, project):
+    user.is_staff = True
+    user.save()
+    client_in.post("/projects/agents/settings/keys/", {"name": "ops", "scope": "admin"})
+    assert ApiKey.objects.get(name="ops").scope == "admin"
+
+
+@pytest.mark.parametrize(
+    ("scope", "allowed"),
+    [("read", {"read"}), ("ingest", {"read", "ingest"}), ("admin", {"read", "ingest", "admin"})],
+)
+def test_what_each_scope_may_do(client, project, scope, allowed):
+    _, key = ApiKey.issue(project, scope, scope=scope)
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    answers = {
+        "read": client.get("/api/runs").status_code,
+        "ingest": client.post(
+            "/api/traces", b'{"type":"message","role":"user","content":"hi"}\n',
+            content_type="application/octet-stream",
+        ).status_code,
+        "admin": client.put(
+            "/api/policy", {"defaults": {"warn": 2, "stop": 4}}, content_type="application/json"
+        ).status_code,
+    }  # fmt: skip
+    for action, status in answers.items():
+        assert (status < 400) == (action in allowed), (action, status)
+        assert status < 400 or status == 403
+    otlp = client.post("/v1/traces", b"", content_type="application/x-protobuf")
+    assert (otlp.status_code == 403) == (scope == "read")
+
+
+def test_the_management_command_mints_admin_keys_unless_told(project):
+    out = io.StringIO()
+    call_command("create_api_key", "agents", "ops", stdout=out, stderr=io.StringIO())
+    assert ApiKey.objects.get(name="ops").scope == "admin"
+    call_command(
+        "create_api_key", "agents", "bot", "--scope", "read", stdout=out, stderr=io.StringIO()
+    )
+    assert ApiKey.objects.get(name="bot").scope == "read"

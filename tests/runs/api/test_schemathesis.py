@@ -31,7 +31,7 @@ def stocked_key(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-
             for run_id in trace.runs.values_list("pk", flat=True):
                 analysis.analyze_run(run_id)
         Membership.objects.filter(project=project).delete()
-        _, key = ApiKey.issue(project, "fuzz")
+        _, key = ApiKey.issue(project, "fuzz", scope=ApiKey.Scope.ADMIN)
     return key
 
 
