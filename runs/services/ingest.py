@@ -280,7 +280,7 @@ def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> R
         external_id=storage.clean_text(parsed.id[:255]),
         name=storage.clean_text((parsed.name or parsed.id)[:255]),
         format=parsed.format,
-        metadata=parsed.metadata,
+        metadata=storage.as_stored(parsed.metadata),
         step_count=len(steps),
         tool_call_count=sum(1 for s in steps if s.kind == "tool_call"),
         tools=sorted({storage.clean_text(s.tool[:200]) for s in steps if s.tool})[:200],

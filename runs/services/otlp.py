@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -43,7 +43,7 @@ from ..importers.otlp import (
 )
 from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
-from . import ingest, queue
+from . import ingest, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,9 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
 
     With quiet=True (the quiet-period timer) a trace id that received spans within the quiet
     period is put off again instead. Each chunk of trace ids is stored and analyzed in one
-    transaction, so a run never shows up unanalyzed. Returns the ids of the runs written.
+    transaction, so a run never shows up unanalyzed. A chunk that fails is done again one
+    trace id at a time, so one trace id that cannot be stored fails alone, visibly, and the
+    others are assembled. Returns the ids of the runs written.
     """
     project = Project.objects.filter(pk=project_id).first()
     if project is None:
@@ -206,11 +208,43 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
     policy, _warning = policy_service.engine_policy_or_default(project)
     decoded: dict[int, dict[str, list[Span]]] = {}
     run_ids: list[int] = []
+    wanted = set(trace_ids)
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
         chunk = trace_ids[start : start + ASSEMBLE_CHUNK]
-        run_ids += _assemble_chunk(project, chunk, decoded, policy, set(trace_ids))
+        try:
+            run_ids += _assemble_chunk(project, chunk, decoded, policy, wanted)
+        except OperationalError:
+            raise  # the database went away: the task retries
+        except Exception:  # noqa: BLE001 - find the trace id that fails, keep the others
+            log.exception("OTLP assembly of %d trace id(s) failed; retrying one by one", len(chunk))
+            run_ids += _assemble_one_by_one(project, chunk, policy, wanted)
     _finish_requests(project_id, trace_ids)
     return run_ids
+
+
+def _assemble_one_by_one(
+    project: Project, trace_ids: list[str], policy: detection.Policy, wanted: set[str]
+) -> list[int]:
+    """Assemble each trace id in its own transaction; fail the ones that raise."""
+    run_ids: list[int] = []
+    for trace_id in trace_ids:
+        try:
+            run_ids += _assemble_chunk(project, [trace_id], {}, policy, wanted)
+        except OperationalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - this trace id fails, visibly
+            log.exception("OTLP trace %s cannot be assembled", trace_id)
+            _fail_trace_id(project, trace_id, f"{exc.__class__.__name__}: {exc}")
+    return run_ids
+
+
+def _fail_trace_id(project: Project, trace_id: str, reason: str) -> None:
+    """Mark one trace id's span groups done without a run, and say why on their requests."""
+    with transaction.atomic():
+        _lock(project.pk, [trace_id])
+        rows = _group_rows(project, [trace_id]).get(trace_id, [])
+        _mark_assembled([(row.pk, None) for row in rows])
+        _note_error(trace_id, rows, f"could not be assembled: {reason}")
 
 
 def _quiet_ones(project_id: int, pending: QuerySet[OtlpSpanGroup]) -> list[str]:
@@ -354,9 +388,7 @@ def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection
         runs = collector.runs()
     except TraceError as exc:
         log.warning("OTLP trace %s cannot be assembled: %s", trace_id, exc)
-        Trace.objects.filter(pk__in={row.request_id for row in rows}).update(
-            error=f"trace {trace_id}: {exc}"[:5000], updated_at=timezone.now()
-        )
+        _note_error(trace_id, rows, str(exc))
         return None
     if not runs:
         return None
@@ -365,21 +397,32 @@ def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection
     return parsed
 
 
+def _note_error(trace_id: str, rows: list[GroupRow], reason: str) -> None:
+    """Say on the request traces that brought a trace id's spans why it has no run."""
+    Trace.objects.filter(pk__in={row.request_id for row in rows}).update(
+        error=storage.clean_text(f"trace {trace_id}: {reason}")[:5000], updated_at=timezone.now()
+    )
+
+
 def _finish_requests(project_id: int, trace_ids: list[str]) -> None:
-    """Mark analyzed the request traces whose spans are all in analyzed runs (one statement)."""
+    """Finish the request traces whose span groups are all assembled and whose runs are all
+    analyzed (one statement): analyzed, or failed when none of their trace ids made a run."""
     groups, runs = OtlpSpanGroup._meta.db_table, Run._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {Trace._meta.db_table} AS t SET status = %s, updated_at = %s
+            UPDATE {Trace._meta.db_table} AS t SET updated_at = %s, status = CASE
+                WHEN EXISTS (SELECT 1 FROM {groups} AS g
+                             WHERE g.request_id = t.id AND g.run_id IS NOT NULL) THEN %s
+                ELSE %s END
             WHERE t.status = %s
               AND t.id IN (SELECT request_id FROM {groups}
                            WHERE project_id = %s AND trace_id = ANY(%s))
               AND NOT EXISTS (SELECT 1 FROM {groups} AS g LEFT JOIN {runs} AS r ON r.id = g.run_id
                               WHERE g.request_id = t.id AND (NOT g.assembled OR r.verdict = %s))
             """,
-            [Trace.Status.ANALYZED, timezone.now(), Trace.Status.ANALYZING, project_id,
-             list(trace_ids), Verdict.PENDING],
+            [timezone.now(), Trace.Status.ANALYZED, Trace.Status.FAILED, Trace.Status.ANALYZING,
+             project_id, list(trace_ids), Verdict.PENDING],
         )  # fmt: skip
 
 

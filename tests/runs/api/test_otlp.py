@@ -296,3 +296,50 @@ def test_a_chunked_body_without_a_length_is_refused_not_read_as_empty(client, ke
     assert response.status_code == 411 and response.content.startswith(b"\x08\x03")
     response = client.post("/api/traces", b"", content_type="application/octet-stream", **auth)
     assert response.status_code == 411 and "Content-Length" in response.json()["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_nul_and_lone_surrogates_in_spans_are_stored_cleaned_beside_valid_traces(
+    client, key, project
+):
+    poisoned = request(root_span(TRACE_A), tool_span(TRACE_A, 1, tool="web\x00search\ud800"))
+    poisoned["resourceSpans"][0]["resource"]["attributes"].append(attr("host.name", "a\x00b"))
+    poisoned["resourceSpans"][0]["scopeSpans"][0]["spans"] += [
+        root_span(TRACE_B),
+        tool_span(TRACE_B, 1),
+    ]
+    body = json.dumps(poisoned).encode()  # \u0000 and \ud800 escapes, as exporters send them
+    assert post(client, key, body, content_type="application/json").status_code == 200
+    runs = {run.external_id: run for run in Run.objects.filter(project=project)}
+    assert set(runs) == {TRACE_A, TRACE_B}
+    assert "\x00" not in "".join(runs[TRACE_A].tools)
+    assert Trace.objects.get(project=project, source="otlp").status == "analyzed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trace_id_that_cannot_be_assembled_fails_alone_and_visibly(
+    client, key, project, monkeypatch
+):
+    from runs.services import otlp as otlp_service
+
+    build = otlp_service._run_of
+
+    def broken_for_a(trace_id, spans, rows):  # a fault in one trace id only
+        if trace_id == TRACE_A:
+            raise RuntimeError("fault injected for this test")
+        return build(trace_id, spans, rows)
+
+    monkeypatch.setattr(otlp_service, "_run_of", broken_for_a)
+    both = request(
+        root_span(TRACE_A), tool_span(TRACE_A, 1), root_span(TRACE_B), tool_span(TRACE_B, 1)
+    )
+    assert post(client, key, to_proto(both)).status_code == 200
+    assert list(Run.objects.filter(project=project).values_list("external_id", flat=True)) == [
+        TRACE_B
+    ]
+    stored = Trace.objects.get(project=project, source="otlp")
+    assert f"trace {TRACE_A}: could not be assembled: RuntimeError" in stored.error
+    assert not OtlpSpanGroup.objects.filter(assembled=False).exists()  # nothing stranded
+    only_a = request(root_span(TRACE_A), tool_span(TRACE_A, 2))
+    post(client, key, to_proto(only_a))
+    assert Trace.objects.filter(project=project, source="otlp", status="failed").count() == 1
