@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             str(args.worker_concurrency),
             "--without-gossip",
             "--without-mingle",
+            "--queues",
+            "celery,bulk",  # new work, and re-analyses after a policy change, in turn
             "--beat",  # one worker here: it runs the periodic recovery too
             "--schedule",
             str(BASE_DIR / "var" / "celerybeat-schedule"),

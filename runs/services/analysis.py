@@ -211,10 +211,10 @@ def finding_row(run: Run, finding: detection.Finding) -> Finding:
     )
 
 
-def reanalyze(runs: QuerySet[Run]) -> int:
+def reanalyze(runs: QuerySet[Run], *, bulk: bool = False) -> int:
     """Queue analysis of the given runs once the transaction commits; return how many."""
     ids = list(runs.values_list("pk", flat=True))
-    queue.queue_analysis(ids)
+    queue.queue_analysis(ids, bulk=bulk)
     return len(ids)
 
 

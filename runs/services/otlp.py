@@ -91,13 +91,17 @@ def store_request(
 ) -> Trace | None:
     """Keep the request bytes as a Trace and buffer its spans; queue their assembly.
 
-    Returns the trace (None when the request holds no valid span). A request sent twice (an
+    Returns the trace, or None for a request without a single span. A request whose spans
+    were all rejected is kept too, failed, with the reasons. A request sent twice (an
     exporter retrying) is stored once.
     """
-    if not export.groups:
+    if not export.groups and not export.rejected:
         return None
     now = timezone.now()
     trace = _request_trace(project, body, export, name=name, now=now)
+    if not export.groups:
+        trace.status = Trace.Status.FAILED
+        trace.error = storage.clean_text(f"every span was rejected: {export.error_message}")
     with transaction.atomic():
         if not _insert_raw(trace):
             return Trace.objects.get(project=project, sha256=trace.sha256)
@@ -145,7 +149,7 @@ TRACE_INSERT = f"""
     INSERT INTO {Trace._meta.db_table} (project_id, name, sha256, size, raw, declared_format,
         format, status, error, skipped_lines, import_attempts, warnings, source, uploaded_by_id,
         created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, '', 0, 0, '[]', %s, NULL, %s, %s)
+    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, %s, %s)
     ON CONFLICT (project_id, sha256) DO NOTHING
     RETURNING id
 """
@@ -171,8 +175,8 @@ def _insert_raw(trace: Trace) -> bool:
         inserted = cursor.execute(
             TRACE_INSERT,
             [trace.project_id, trace.name, trace.sha256, trace.size, trace.raw,
-             trace.declared_format, trace.format, trace.status, trace.source, trace.created_at,
-             trace.updated_at],
+             trace.declared_format, trace.format, trace.status, trace.error, trace.source,
+             trace.created_at, trace.updated_at],
         ).fetchone()  # fmt: skip
     if inserted is None:
         return False

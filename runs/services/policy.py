@@ -250,7 +250,7 @@ def save_policy(project: Project, policy: dict, user) -> PolicyChange:
             )
         after = current(project)
         run_ids = list(affected_runs(project, before, after).values_list("pk", flat=True))
-        queue.queue_analysis(run_ids)
+        queue.queue_analysis(run_ids, bulk=True)
         return PolicyChange.objects.create(
             project=project,
             user=user,

@@ -17,10 +17,20 @@ def queue_ingest(trace_ids: Iterable[int]) -> None:
         tasks.ingest_trace.delay_on_commit(trace_id)
 
 
-def queue_analysis(run_ids: Iterable[int]) -> None:
-    """Analyze these runs once the current transaction commits."""
+BULK_QUEUE = "bulk"  # re-analysis of many runs: workers take it in turn with new uploads
+
+
+def queue_analysis(run_ids: Iterable[int], *, bulk: bool = False) -> None:
+    """Analyze these runs once the current transaction commits.
+
+    bulk=True (a policy change re-analyzing a project) sends them to their own queue, so
+    that new uploads do not wait behind thousands of re-analyses.
+    """
     for run_id in run_ids:
-        tasks.analyze_run.delay_on_commit(run_id)
+        if bulk:
+            tasks.analyze_run.apply_async_on_commit((run_id,), queue=BULK_QUEUE)
+        else:
+            tasks.analyze_run.delay_on_commit(run_id)
 
 
 def queue_assembly(

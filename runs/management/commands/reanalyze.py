@@ -24,5 +24,5 @@ class Command(BaseCommand):
             self.stdout.write(f"analyzed {runs.count()} run(s)")
             return
         with transaction.atomic():
-            count = analysis.reanalyze(runs)
+            count = analysis.reanalyze(runs, bulk=True)
         self.stdout.write(f"queued {count} run(s)")

@@ -343,3 +343,18 @@ def test_a_trace_id_that_cannot_be_assembled_fails_alone_and_visibly(
     only_a = request(root_span(TRACE_A), tool_span(TRACE_A, 2))
     post(client, key, to_proto(only_a))
     assert Trace.objects.filter(project=project, source="otlp", status="failed").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_whose_spans_were_all_rejected_is_kept_failed_with_the_reasons(
+    client, key, project
+):
+    body = json.dumps(request(tool_span("00" * 16, 1), tool_span("zz" * 16, 2))).encode()
+    response = post(client, key, body, "application/json")
+    assert response.status_code == 200
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "2"
+    kept = Trace.objects.get(project=project, source="otlp")
+    assert kept.status == "failed" and kept.error.startswith("every span was rejected: ")
+    assert bytes(kept.raw) == body
+    assert post(client, key, b'{"resourceSpans": []}', "application/json").status_code == 200
+    assert Trace.objects.filter(project=project).count() == 1  # nothing to keep in an empty one

@@ -85,3 +85,14 @@ def test_a_run_inserted_analyzed_matches_its_reanalysis(project):
     assert Run.objects.get(pk=run.pk).analyzed_at is not None
     analysis.analyze_run(run.pk)
     assert snapshot(run.pk) == inserted
+
+
+def test_a_run_deleted_while_it_is_analyzed_is_skipped_not_an_error(project, process):
+    from tests.helpers import looping_trace
+
+    trace = process(project, looping_trace(6))
+    run = trace.runs.get()
+    [prepared] = analysis.prepare([(run, storage.iter_steps(run.pk))], engine_policy(project))
+    trace.delete()  # meanwhile, someone deletes the trace and its runs
+    assert analysis.write([prepared]) == []
+    assert not Finding.objects.exists()

@@ -66,3 +66,12 @@ def test_policy_rows_make_the_project_policy(project):
     }
     engine = policy.engine_policy(project)
     assert engine.to_dict()["tools"]["mcp__*__bash"]["max_repeats"] == 2
+
+
+def test_a_policy_change_queues_its_reanalyses_on_the_bulk_queue(
+    project, process, django_capture_on_commit_callbacks
+):
+    process(project, looping_trace(3))
+    with django_capture_on_commit_callbacks() as callbacks:
+        policy.save_policy(project, {"defaults": {"warn": 2}, "tools": {}}, None)
+    assert [c.keywords.get("queue") for c in callbacks] == ["bulk"]

@@ -51,7 +51,7 @@ def start_worker(log=subprocess.DEVNULL, **env: str) -> subprocess.Popen:
     """Start `celery worker` as its own process against the test database."""
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
-         "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--queues", "celery,bulk", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=worker_env(**env), stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
@@ -178,3 +178,17 @@ def test_a_worker_killed_mid_import_leaves_exactly_one_run_with_every_step(proje
     run = trace.runs.get()
     assert run.step_count == steps and run.steps.count() == steps
     assert trace.import_attempts == 2
+
+
+def test_a_policy_change_reanalyzes_on_the_bulk_queue_which_workers_consume(worker, project):
+    from runs.services import policy
+
+    trace, _ = ingest.store_trace(project, looping_trace(3), name="three.jsonl")
+    run = wait_for(trace, Trace.Status.ANALYZED).runs.get()
+    assert run.verdict == "warn"
+    policy.save_policy(project, {"defaults": {"warn": 2, "stop": 3}, "tools": {}}, None)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and run.verdict != "stop":
+        time.sleep(0.3)
+        run.refresh_from_db()
+    assert run.verdict == "stop"
