@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from ninja import Field, Schema
-from pydantic import ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from ..importers.reading import json_depth_ok as json_depth
 
@@ -174,9 +174,10 @@ class PolicyOut(Schema):
     reanalyzed: int | None = None
 
 
-class CallIn(Schema):
+class CallIn(BaseModel):
     """One earlier step for the live check: a tool call (tool, args, result, status) or a
-    message (role + text). A `user` message starts a new turn."""
+    message (role + text). A `user` message starts a new turn. (A plain pydantic model: the
+    shape check below sees the JSON value itself.)"""
 
     tool: str | None = None
     args: Any = None
@@ -186,6 +187,15 @@ class CallIn(Schema):
     text: str | None = None
     id: str | None = None
     parent_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def check_shape(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError("a call is an object: {tool, args, result, status} or {role, text}")
+        if not value.get("tool") and not value.get("role"):
+            raise ValueError("a call needs a 'tool', or a message its 'role'")
+        return value
 
     @field_validator("args", "result")
     @classmethod

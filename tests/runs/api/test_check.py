@@ -51,3 +51,20 @@ def test_check_with_an_invalid_stored_policy_is_a_clear_409(api, project):
     assert response.status_code == 409
     assert "warn <= stop" in response.json()["detail"]
     assert "Tuning" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("calls", [[[None, None]], [{}], [{"args": {"q": 1}}], ["web_search"]])
+def test_calls_that_are_not_calls_are_a_422_with_a_message(api, calls):
+    body = {"tool": "web_search", "calls": calls}
+    response = api.post("/api/check", body, content_type="application/json")
+    assert response.status_code == 422
+    assert "calls" in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_the_upload_format_is_an_enum_in_the_schema(client):
+    schema = client.get("/api/openapi.json").json()
+    params = schema["paths"]["/api/traces"]["post"]["parameters"]
+    format_param = next(p for p in params if p["name"] == "format")
+    assert "native" in str(format_param["schema"]) and "otlp" in str(format_param["schema"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.checks import status_code_conformance
 
 from loopboard.wsgi import application
 from runs.models import ApiKey, Membership, Project
@@ -59,3 +60,4 @@ def test_api_never_answers_5xx(case, stocked_key, django_db_blocker):  # type: i
     assert response.status_code < 500, (
         f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
     )
+    case.validate_response(response, checks=[status_code_conformance])
