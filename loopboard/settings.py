@@ -161,6 +161,9 @@ CELERY_BEAT_SCHEDULE = {
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.
 LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
+# An import keeps at most this many steps in memory across a file's unfinished runs (about
+# 0.5 KB each); a file that needs more fails early with a message.
+LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)
 
 LOGGING = {
     "version": 1,

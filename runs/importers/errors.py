@@ -43,6 +43,16 @@ class TooManySteps(TraceError):
     """A run over Limits.max_steps: the whole file fails (a run is stored whole or not at all)."""
 
 
+def too_many_held(limits_held: int, *, source: str, line: int | None = None) -> TooManySteps:
+    """The error for a file that would need more than `limits_held` steps in memory at once."""
+    return TooManySteps(
+        f"the file holds more than {limits_held} steps across runs that are still open (an "
+        "importer keeps them all until the end of the file); split it into smaller files",
+        source=source,
+        line=line,
+    )
+
+
 class Skips:
     """Invalid records skipped while reading one file: a count and the first 100 messages."""
 

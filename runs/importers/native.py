@@ -18,7 +18,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from .content import parse_time
-from .errors import TooManySteps, TraceError
+from .errors import TooManySteps, TraceError, too_many_held
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "native"
@@ -125,6 +125,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield one run per `run_id` (in order of first appearance), steps ordered by seq."""
     default_id = os.path.basename(source) or "run"
     runs: dict[str, Run] = {}
+    held = 0
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     for number, obj in reader:
         try:
@@ -142,6 +143,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             raise TooManySteps(
                 f"run {run_id!r} has more than {limits.max_steps} steps", source=source, line=number
             )
+        held += 1
+        if held > limits.max_held_steps:
+            raise too_many_held(limits.max_held_steps, source=source, line=number)
         run.steps.append(step)
     reader.check_not_empty()
     for run in runs.values():

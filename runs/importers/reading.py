@@ -37,6 +37,9 @@ class Limits:
     max_bytes: int = 512 * 1024 * 1024  # whole (decompressed) file
     max_depth: int = 64  # JSON nesting of a value
     max_steps: int = 2_000_000  # steps per run
+    # Steps held at once across the runs of a file that are not finished yet (formats that
+    # interleave runs keep them all until the end): bounds an importer's memory, ~0.5 KB each.
+    max_held_steps: int = 1_000_000
     max_value_chars: int = 1_000_000  # one string value (longer ones are cut, with a marker)
     max_line_bytes: int = 64 * 1024 * 1024  # one JSONL line
 

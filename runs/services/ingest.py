@@ -82,7 +82,10 @@ def formats() -> dict[str, str]:
 
 def import_limits() -> importers.Limits:
     """Return the importer limits configured for this deployment."""
-    return importers.Limits(max_bytes=max(settings.MAX_UPLOAD_BYTES * 20, 1 << 20))
+    return importers.Limits(
+        max_bytes=max(settings.MAX_UPLOAD_BYTES * 20, 1 << 20),
+        max_held_steps=settings.LOOPBOARD_MAX_HELD_STEPS,
+    )
 
 
 def ingest_trace(trace_id: int) -> None:

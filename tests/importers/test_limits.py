@@ -194,3 +194,32 @@ def test_depth_guard_counts_brackets_outside_strings_across_chunks(value, chunk)
         with pytest.raises(TraceError, match="nested deeper"):
             while reader.read(chunk):
                 pass
+
+
+def interleaved(runs: int, steps: int) -> bytes:
+    lines = [
+        json.dumps({"run_id": f"r{i % runs}", "type": "tool_call", "tool": "t", "args": {"i": i}})
+        for i in range(runs * steps)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_steps_held_across_open_runs_are_bounded():
+    limits = Limits(max_held_steps=100, max_steps=1000)
+    data = interleaved(runs=20, steps=6)  # 120 steps, no run near its own limit
+    with pytest.raises(TraceError, match="more than 100 steps across runs that are still open"):
+        list(iter_runs(data, source="big.jsonl", limits=limits))
+    assert (
+        len(list(iter_runs(interleaved(runs=20, steps=5), source="ok.jsonl", limits=limits))) == 20
+    )
+
+
+def test_otlp_spans_held_across_traces_are_bounded():
+    def span(trace: int, n: int) -> dict:
+        return {"traceId": f"{trace + 1:032x}", "spanId": f"{n + 1:016x}", "name": "execute_tool t",
+                "attributes": [{"key": "gen_ai.tool.name", "value": {"stringValue": "t"}}]}  # fmt: skip
+
+    spans = [span(t, n) for t in range(20) for n in range(6)]
+    data = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
+    with pytest.raises(TraceError, match="more than 100 steps across runs"):
+        list(iter_runs(data, source="spans.json", limits=Limits(max_held_steps=100)))

@@ -42,7 +42,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from ..content import parse_json_text
-from ..errors import Skips, TooManySteps, TraceError
+from ..errors import Skips, TooManySteps, TraceError, too_many_held
 from ..reading import (
     DEFAULT_LIMITS,
     JsonlReader,
@@ -225,6 +225,7 @@ class Collector:
         self.issued: dict[str, str] = {}  # tool call id -> model span id that issued it
         self.meta: dict[str, dict[str, Any]] = {}  # trace id -> metadata found on its spans
         self.warnings: dict[str, list[str]] = {}
+        self.held = 0  # spans kept so far, across traces
 
     def add(self, span: Span) -> None:
         """Turn one span into a step of its trace."""
@@ -240,6 +241,9 @@ class Collector:
                 f"trace {span.trace_id} has more than {self.limits.max_steps} spans",
                 source=self.source,
             )
+        self.held += 1
+        if self.held > self.limits.max_held_steps:
+            raise too_many_held(self.limits.max_held_steps, source=self.source)
         seen.add(span.span_id)
         if span.session and span.trace_id not in self.trace_session:
             self.trace_session[span.trace_id] = span.session

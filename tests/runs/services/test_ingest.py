@@ -203,3 +203,12 @@ def test_the_same_bytes_with_a_forced_format_are_imported_again_with_it(project,
     assert again.pk == first.pk and again.status == Trace.Status.ANALYZED
     assert again.declared_format == "native" and again.runs.count() == 1
     assert process(project, data, format="native").runs.count() == 1  # same format: a no-op
+
+
+def test_a_file_that_would_need_too_much_memory_fails_early_and_clearly(project, process, settings):
+    settings.LOOPBOARD_MAX_HELD_STEPS = 50
+    events = [dict(call("t", {"i": i}), run_id=f"r{i % 20}") for i in range(100)]
+    trace = process(project, native_jsonl(*events), name="many.jsonl")
+    assert trace.status == Trace.Status.FAILED
+    assert "more than 50 steps across runs that are still open" in trace.error
+    assert trace.error.startswith("many.jsonl") and not trace.runs.exists()
