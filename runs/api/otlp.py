@@ -73,9 +73,9 @@ def error_response(request: HttpRequest, message: str, status: int, **headers: s
 
 
 def _body_limits() -> spans.BodyLimits:
-    """Return the limits of a body once decompressed, from the upload and JSON settings."""
-    return spans.BodyLimits.for_uploads(
-        settings.MAX_UPLOAD_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
+    """Return the limits of a body once decompressed, from the OTLP and JSON settings."""
+    return spans.BodyLimits(
+        settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
     )
 
 

@@ -82,7 +82,9 @@ class Assembly:
 
 def _body_limits() -> BodyLimits:
     """Return the limits a stored request body is decoded within (as when it was received)."""
-    return BodyLimits.for_uploads(settings.MAX_UPLOAD_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH)
+    return BodyLimits(
+        settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
+    )
 
 
 # -- receiving --------------------------------------------------------------------------------

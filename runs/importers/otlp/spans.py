@@ -60,12 +60,6 @@ class BodyLimits:
     max_bytes: int
     max_depth: int
 
-    @classmethod
-    def for_uploads(cls, max_upload_bytes: int, max_depth: int) -> BodyLimits:
-        """Return the limits for bodies sent within max_upload_bytes: each may inflate to
-        ten times that once decompressed."""
-        return cls(max_bytes=max_upload_bytes * 10, max_depth=max_depth)
-
 
 @dataclass(slots=True)
 class Span:

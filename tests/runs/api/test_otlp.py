@@ -358,3 +358,12 @@ def test_a_request_whose_spans_were_all_rejected_is_kept_failed_with_the_reasons
     assert bytes(kept.raw) == body
     assert post(client, key, b'{"resourceSpans": []}', "application/json").status_code == 200
     assert Trace.objects.filter(project=project).count() == 1  # nothing to keep in an empty one
+
+
+@pytest.mark.django_db
+def test_a_gzip_bomb_stops_at_the_decompressed_limit_with_a_413(client, key, settings):
+    settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES = 1 << 20
+    bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in about 64 KiB
+    response = post(client, key, bomb, content_type="application/json")
+    assert response.status_code == 413 and response.json()["code"] == 8
+    assert "once decompressed" in response.json()["message"]
