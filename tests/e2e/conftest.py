@@ -85,6 +85,9 @@ def background_worker(monkeypatch):
 
     monkeypatch.setattr(tasks.ingest_trace, "delay", in_thread(ingest.ingest_trace))
     monkeypatch.setattr(tasks.analyze_run, "delay", in_thread(analysis.analyze_run))
+    # re-analyses after a policy change go to the bulk queue through apply_async
+    analyze = in_thread(analysis.analyze_run)
+    monkeypatch.setattr(tasks.analyze_run, "apply_async", lambda args, **_: analyze(*args))
     yield threads
     for thread in threads:
         thread.join(timeout=30)
