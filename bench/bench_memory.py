@@ -102,9 +102,9 @@ def write_bomb(path: Path, gb: float) -> None:
 
 def measure(code: str, path: Path) -> tuple[float, float, str]:
     """Run code in a fresh process; return (peak RSS in MB, seconds, what it printed)."""
-    script = (
-        f"import resource\n{code}\nprint('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    )
+    # VmHWM is the child's own peak: ru_maxrss would carry the parent's peak over exec.
+    peak = "print('RSS', [l.split()[1] for l in open('/proc/self/status') if 'VmHWM' in l][0])"
+    script = f"{code}\n{peak}"
     began = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-c", script, str(path)], cwd=ROOT, capture_output=True, text=True,
