@@ -105,7 +105,10 @@ if EMBEDDED and not os.environ.get("DATABASE_URL"):
     DATABASE_URL = embedded.database_url()
 else:
     DATABASE_URL = os.environ["DATABASE_URL"]
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+# Health checks: a persistent connection that a database restart broke is replaced, not used.
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+}
 # A socket directory given as ?host=/path belongs in HOST, where Django and tools look.
 if socket_dir := DATABASES["default"].get("OPTIONS", {}).pop("host", None):
     DATABASES["default"]["HOST"] = socket_dir
