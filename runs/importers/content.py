@@ -7,6 +7,7 @@ carries it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from math import isfinite
 from typing import Any
 
 import orjson
@@ -102,14 +103,14 @@ def _epoch_seconds(number: float) -> float:
 
 
 def number(value: Any) -> int | None:
-    """Return an int for a JSON number (not bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """Return an int for a finite JSON number (not bool), else None (1e400 parses as inf)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not isfinite(value):
         return None
     return int(value)
 
 
 def fnumber(value: Any) -> float | None:
-    """Return a float for a JSON number (not bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    """Return a float for a finite JSON number (not bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not isfinite(value):
         return None
     return float(value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from math import isfinite
 from typing import IO, Any
 
 from detection.model import Run, Step
@@ -55,6 +56,10 @@ def _number(value: Any, field: str, *, source: str, line: int) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TraceError("expected a number", source=source, line=line, field=field)
+    if not isfinite(value):  # 1e400 parses as infinity
+        raise TraceError(
+            f"expected a finite number, got {value}", source=source, line=line, field=field
+        )
     return value
 
 
@@ -71,9 +76,7 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
     kind = obj.get("type")
     if kind not in ("tool_call", "message"):
         return None
-    seq = obj.get("seq")
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int | float)):
-        raise TraceError("expected a number", source=source, line=line, field="seq")
+    seq = _number(obj.get("seq"), "seq", source=source, line=line)
     step = Step(
         seq=line if seq is None else int(seq),
         kind="tool_call",

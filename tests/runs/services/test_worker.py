@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -192,3 +194,51 @@ def test_a_policy_change_reanalyzes_on_the_bulk_queue_which_workers_consume(work
         time.sleep(0.3)
         run.refresh_from_db()
     assert run.verdict == "stop"
+
+
+def test_thirty_multi_run_uploads_on_two_worker_processes_all_end_analyzed(project):
+    log = ROOT / "var" / "test-worker.log"
+    with open(log, "wb") as out:
+        workers = [start_worker(out) for _ in range(2)]
+        try:
+            traces = []
+            for n in range(30):
+                events = [
+                    dict(call("read", {"file": f"{n}-{run}-{i}"}, "x"), run_id=f"run-{run}")
+                    for run in range(3)
+                    for i in range(4)
+                ]
+                trace, _ = ingest.store_trace(project, native_jsonl(*events), name=f"m{n}.jsonl")
+                traces.append(trace)
+            for trace in traces:
+                wait_for(trace, Trace.Status.ANALYZED, timeout=120)
+        finally:
+            for worker in workers:
+                stop_worker(worker)
+    assert all(t.runs.count() == 3 for t in traces)
+    assert not Trace.objects.exclude(status=Trace.Status.ANALYZED).exists()
+
+
+def test_a_small_gzip_that_inflates_to_2_gb_over_20_runs_fails_without_killing_the_worker(
+    worker, project
+):
+    lines = [
+        json.dumps(
+            {
+                "run_id": f"r{i % 20}",
+                "type": "tool_call",
+                "tool": "read",
+                "args": {"path": f"/src/{i % 20}.py"},
+                "result": "same",
+            }
+        )  # fmt: skip
+        for i in range(200_000)
+    ]
+    member = gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=9)
+    repeats = (2 << 30) // sum(len(line) + 1 for line in lines) + 1
+    data = member * repeats  # gzip members one after another: one file of about 2 GB
+    trace, _ = ingest.store_trace(project, data, name="bomb.jsonl.gz")
+    wait_for(trace, Trace.Status.FAILED, timeout=240)
+    assert "steps across runs that are still open" in trace.error
+    assert worker.poll() is None  # the worker is alive
+    assert len(data) < 20 << 20
