@@ -91,26 +91,12 @@ class FindingOut(Schema):
     waste_seconds: float | None
 
 
-class RunDetailOut(Schema):
+class RunDetailOut(RunOut):
     """A run with its summary and findings."""
 
-    id: int
-    name: str
-    external_id: str
-    format: str
-    verdict: str
-    stall_score: float
-    step_count: int
-    tool_call_count: int
-    detectors: list[str]
-    tools: list[str]
-    trace_id: int | None
     metadata: dict[str, Any]
     started_at: datetime | None
     ended_at: datetime | None
-    created_at: datetime
-    analyzed_at: datetime | None
-    waste_steps: int
     waste_tokens: int | None
     waste_cost: float | None
     waste_seconds: float | None

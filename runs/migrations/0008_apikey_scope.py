@@ -1,5 +1,11 @@
 from django.db import migrations, models
 
+SCOPES = [
+    ("read", "read: runs, findings, policy, the live check"),
+    ("ingest", "ingest: read, and send traces"),
+    ("admin", "admin: ingest, and change the policy and re-analyze"),
+]
+
 
 class Migration(migrations.Migration):
     """Keys made before scopes could do everything: they become admin keys."""
@@ -10,27 +16,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="apikey",
             name="scope",
-            field=models.CharField(
-                choices=[
-                    ("read", "read: runs, findings, policy, the live check"),
-                    ("ingest", "ingest: read, and send traces"),
-                    ("admin", "admin: ingest, and change the policy and re-analyze"),
-                ],
-                default="admin",
-                max_length=6,
-            ),
+            field=models.CharField(choices=SCOPES, default="admin", max_length=6),
         ),
         migrations.AlterField(
             model_name="apikey",
             name="scope",
-            field=models.CharField(
-                choices=[
-                    ("read", "read: runs, findings, policy, the live check"),
-                    ("ingest", "ingest: read, and send traces"),
-                    ("admin", "admin: ingest, and change the policy and re-analyze"),
-                ],
-                default="ingest",
-                max_length=6,
-            ),
+            field=models.CharField(choices=SCOPES, default="ingest", max_length=6),
         ),
     ]
