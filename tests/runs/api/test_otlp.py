@@ -271,7 +271,15 @@ def test_spans_stranded_by_a_lost_countdown_task_are_assembled_by_requeue_stale(
         post(client, key, to_proto(request(root_span(TRACE_B), tool_span(TRACE_B, 0))))
     assert not Run.objects.exists() and OtlpSpanGroup.objects.filter(assembled=False).count() == 2
     settings.LOOPBOARD_OTLP_QUIET_SECONDS = 3600  # TRACE_A (no root yet) is not quiet yet
-    recovery.requeue_stale(older_than=timedelta(0))
+    eager = tasks.assemble_otlp.apply_async
+
+    def without_timers(args=None, kwargs=None, countdown=None, **options):
+        # Eager tasks ignore countdowns: TRACE_A's put-off would run again at once, for ever.
+        return None if countdown else eager(args, kwargs, **options)
+
+    with monkeypatch.context() as timers:
+        timers.setattr(tasks.assemble_otlp, "apply_async", without_timers)
+        recovery.requeue_stale(older_than=timedelta(0))
     assert list(Run.objects.values_list("external_id", flat=True)) == [TRACE_B]
     settings.LOOPBOARD_OTLP_QUIET_SECONDS = 0  # a worker starting later: past the quiet period
     tasks.requeue_unfinished()
