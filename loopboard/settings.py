@@ -197,11 +197,10 @@ LOOPBOARD_MAX_JSON_DEPTH = env_int("LOOPBOARD_MAX_JSON_DEPTH", 64)
 # seconds without new spans when the root never comes.
 LOOPBOARD_OTLP_ROOT_GRACE = float(os.environ.get("LOOPBOARD_OTLP_ROOT_GRACE", "2"))
 LOOPBOARD_OTLP_QUIET_SECONDS = float(os.environ.get("LOOPBOARD_OTLP_QUIET_SECONDS", "30"))
-# An OTLP/HTTP request body is decoded in the request: this bounds it once decompressed (a
-# gzip bomb stops here), and so the web worker's memory. Exporters send far less per request.
-LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES = env_int(
-    "LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES", 32 * 1024 * 1024
-)
+# An OTLP/HTTP body that inflates to at most this is decoded in the request (exporters send
+# far less); a bigger one is kept whole and imported by the worker, which streams it. So the
+# web worker never inflates more than this, whatever the body (a gzip bomb included).
+LOOPBOARD_OTLP_INLINE_BYTES = env_int("LOOPBOARD_OTLP_INLINE_BYTES", 32 * 1024 * 1024)
 # django-ninja pagination bounds (GET /api/runs?limit=&offset=)
 NINJA_PAGINATION_PER_PAGE = 50
 NINJA_PAGINATION_MAX_LIMIT = 500

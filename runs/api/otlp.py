@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ..importers.otlp import spans
 from ..models import ApiKey
-from ..services.otlp import store_request
+from ..services.otlp import store_large_request, store_request
 from . import auth, ratelimit
 
 # google.rpc.Code for each HTTP status we answer with
@@ -74,14 +74,16 @@ def error_response(request: HttpRequest, message: str, status: int, **headers: s
 
 def _body_limits() -> spans.BodyLimits:
     """Return the limits of a body once decompressed, from the OTLP and JSON settings."""
-    return spans.BodyLimits(
-        settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
-    )
+    return spans.BodyLimits(settings.LOOPBOARD_OTLP_INLINE_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH)
 
 
-def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest]:
+def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest | None]:
     """Return the body and its decoded export request, or raise OtlpError: the content type is
-    checked before the body is read, the body's size before it is decoded."""
+    checked before the body is read, the body's size before it is decoded.
+
+    A body that inflates past LOOPBOARD_OTLP_INLINE_BYTES is not decoded here (the request
+    None): decompression stops at that size, and the worker reads the body as a stream.
+    """
     content_type = request.META.get("CONTENT_TYPE", "")
     spans.encoding_of(content_type)
     body = request.read(settings.MAX_UPLOAD_BYTES + 1)
@@ -90,7 +92,11 @@ def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest]:
             f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
         )
     content_encoding = request.META.get("HTTP_CONTENT_ENCODING", "")
-    return body, spans.read_request(body, content_type, content_encoding, limits=_body_limits())
+    try:
+        export = spans.read_request(body, content_type, content_encoding, limits=_body_limits())
+    except spans.BodyTooLarge:
+        return body, None
+    return body, export
 
 
 @csrf_exempt
@@ -111,8 +117,11 @@ def receive_traces(request: HttpRequest) -> HttpResponse:
         body, export = _read(request)
     except spans.OtlpError as exc:
         return _error(exc.message, exc.status, encoding)
-    store_request(key.project, body, export)
     reply = ExportTraceServiceResponse()
+    if export is None:  # kept whole; the worker imports it (rejected spans are not known yet)
+        store_large_request(key.project, body)
+        return _reply(reply, encoding)
+    store_request(key.project, body, export)
     if export.rejected:
         reply.partial_success.rejected_spans = export.rejected
         reply.partial_success.error_message = (

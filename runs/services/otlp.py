@@ -82,9 +82,7 @@ class Assembly:
 
 def _body_limits() -> BodyLimits:
     """Return the limits a stored request body is decoded within (as when it was received)."""
-    return BodyLimits(
-        settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH
-    )
+    return BodyLimits(settings.LOOPBOARD_OTLP_INLINE_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH)
 
 
 # -- receiving --------------------------------------------------------------------------------
@@ -124,6 +122,15 @@ def store_request(
         quiet = settings.LOOPBOARD_OTLP_QUIET_SECONDS
         queue.queue_assembly(project.pk, ready, countdown=grace)
         queue.queue_assembly(project.pk, waiting, quiet=True, countdown=quiet)
+    return trace
+
+
+def store_large_request(project: Project, body: bytes, *, name: str = "") -> Trace:
+    """Keep a request too large to decode in the web process as a trace the worker imports
+    with the OTLP file importer, which streams it (each OTLP trace id becomes a run; spans of
+    the same trace ids sent in other requests are not joined to these runs)."""
+    name = name or f"otlp {timezone.now():%Y-%m-%d %H:%M:%S.%f}"
+    trace, _ = ingest.store_trace(project, body, name=name, format="otlp", source=Trace.Source.OTLP)
     return trace
 
 

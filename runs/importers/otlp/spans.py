@@ -53,6 +53,13 @@ class OtlpError(ValueError):
         self.status = status
 
 
+class BodyTooLarge(OtlpError):
+    """A body over its limit once decompressed (413): the receiver keeps it for the worker."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"the body is over {max_bytes} bytes once decompressed", 413)
+
+
 @dataclass(frozen=True, slots=True)
 class BodyLimits:
     """Bounds on a request body: its size once decompressed, and its JSON nesting."""
@@ -144,7 +151,7 @@ def encoding_of(content_type: str) -> str:
 def decompress(body: bytes, content_encoding: str = "", *, max_bytes: int) -> bytes:
     """Return the body un-gzipped (when the header or the magic bytes say gzip).
 
-    An unknown encoding is a 415, a body over max_bytes once decompressed a 413, a body that
+    An unknown encoding is a 415, a body over max_bytes (once decompressed) a 413, a body that
     is not gzip or whose gzip stream ends early (a truncated upload) a 400. An empty body
     stays empty.
     """
@@ -152,6 +159,8 @@ def decompress(body: bytes, content_encoding: str = "", *, max_bytes: int) -> by
     if coding not in ("", "identity", "gzip"):
         raise OtlpError(f"unsupported content encoding {coding!r}: use gzip or none", 415)
     if not body or (coding != "gzip" and not body.startswith(GZIP_MAGIC)):
+        if len(body) > max_bytes:
+            raise BodyTooLarge(max_bytes)
         return body
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
@@ -159,7 +168,7 @@ def decompress(body: bytes, content_encoding: str = "", *, max_bytes: int) -> by
     except zlib.error as exc:
         raise OtlpError(f"cannot decompress the gzip body: {exc}") from None
     if len(data) > max_bytes or inflater.unconsumed_tail:
-        raise OtlpError(f"the body is over {max_bytes} bytes once decompressed", 413)
+        raise BodyTooLarge(max_bytes)
     if not inflater.eof:
         raise OtlpError("cannot decompress the gzip body: it ends early (truncated?)")
     return data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -368,10 +369,33 @@ def test_a_request_whose_spans_were_all_rejected_is_kept_failed_with_the_reasons
     assert Trace.objects.filter(project=project).count() == 1  # nothing to keep in an empty one
 
 
-@pytest.mark.django_db
-def test_a_gzip_bomb_stops_at_the_decompressed_limit_with_a_413(client, key, settings):
-    settings.LOOPBOARD_OTLP_MAX_DECOMPRESSED_BYTES = 1 << 20
+@pytest.mark.django_db(transaction=True)
+def test_a_body_too_big_to_decode_inline_is_kept_and_imported_by_the_worker(
+    client, key, project, settings
+):
+    settings.LOOPBOARD_OTLP_INLINE_BYTES = 256  # these bodies inflate past it
+    both = request(
+        root_span(TRACE_A), tool_span(TRACE_A, 1), root_span(TRACE_B), tool_span(TRACE_B, 1)
+    )
+    for body, content_type in ((gzip.compress(to_proto(both)), "application/x-protobuf"),
+                               (json.dumps(both).encode(), "application/json")):  # fmt: skip
+        Run.objects.all().delete()
+        response = post(client, key, body, content_type=content_type)
+        assert response.status_code == 200
+        trace = Trace.objects.get(project=project, sha256=hashlib.sha256(body).hexdigest())
+        assert trace.status == "analyzed", trace.error  # imported by the worker (eager here)
+        assert trace.declared_format == "otlp" and bytes(trace.raw) == body
+        assert set(trace.runs.values_list("external_id", flat=True)) == {TRACE_A, TRACE_B}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_gzip_bomb_is_never_inflated_in_the_request_and_fails_in_the_worker(
+    client, key, project, settings
+):
+    settings.LOOPBOARD_OTLP_INLINE_BYTES = 1 << 20
     bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB of zeros in about 64 KiB
     response = post(client, key, bomb, content_type="application/json")
-    assert response.status_code == 413 and response.json()["code"] == 8
-    assert "once decompressed" in response.json()["message"]
+    assert response.status_code == 200
+    trace = Trace.objects.get(project=project)
+    assert trace.status == "failed" and trace.error.startswith("otlp ")
+    assert bytes(trace.raw) == bomb
