@@ -21,9 +21,10 @@ RETRY = {
 }
 
 
-@app.task(soft_time_limit=540, time_limit=600, **RETRY)
-def ingest_trace(trace_id: int) -> None:
-    ingest.ingest_trace(trace_id)
+@app.task(bind=True, soft_time_limit=540, time_limit=600, **RETRY)
+def ingest_trace(self, trace_id: int) -> None:
+    # A retry follows a lost database, not a dead worker: it is no new attempt.
+    ingest.ingest_trace(trace_id, after_outage=self.request.retries > 0)
 
 
 @app.task(soft_time_limit=540, time_limit=600, **RETRY)

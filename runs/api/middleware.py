@@ -6,11 +6,15 @@ a `google.rpc.Status` in the request's encoding under /v1/ (what OTLP exporters 
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from . import otlp
+
+log = logging.getLogger(__name__)
 
 API_PREFIXES = ("/api/", "/v1/")
 OUTAGE_RETRY_AFTER = "5"  # seconds; OTLP exporters and push retry a 503 after this
@@ -63,8 +67,11 @@ class BodyLimitMiddleware:
         return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if request.path.startswith(API_PREFIXES) and isinstance(
-            exception, OperationalError | InterfaceError
-        ):
+        """Answer an error the views did not handle in the path's own terms: 503 while the
+        database does not answer, else a logged 500 (never Django's HTML page)."""
+        if not request.path.startswith(API_PREFIXES):
+            return None
+        if isinstance(exception, OperationalError | InterfaceError):
             return outage_response(request)
-        return None
+        log.exception("%s %s failed", request.method, request.path, exc_info=exception)
+        return error_response(request, "internal error; it is logged", 500)

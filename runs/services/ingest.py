@@ -88,16 +88,17 @@ def import_limits() -> importers.Limits:
     )
 
 
-def ingest_trace(trace_id: int) -> None:
+def ingest_trace(trace_id: int, *, after_outage: bool = False) -> None:
     """Parse a stored trace into runs and steps, all or nothing, and queue their analysis.
 
     Exactly once, however often it is called and by how many workers: the transaction that
     stores the runs holds the trace row locked, a second caller skips a locked or finished
     trace, and leftovers of an attempt that died are deleted under the same lock. Any error
     but a lost database marks the trace failed with a message that says where; a lost
-    database is raised, for the task to retry.
+    database is raised, for the task to retry, and that retry (after_outage) does not count
+    as another attempt.
     """
-    if not _start_attempt(trace_id):
+    if not _start_attempt(trace_id, count=not after_outage):
         return
     trace = Trace.objects.select_related("project").defer("raw").get(pk=trace_id)
     try:
@@ -119,11 +120,12 @@ def ingest_trace(trace_id: int) -> None:
         _fail(trace, f"{trace.name}: could not be read: {exc.__class__.__name__}: {exc}")
 
 
-def _start_attempt(trace_id: int) -> bool:
+def _start_attempt(trace_id: int, *, count: bool = True) -> bool:
     """Count one more attempt at a trace waiting for import; return whether to go on.
 
     A trace whose import was started MAX_ATTEMPTS times and never finished killed its
-    worker each time (out of memory, most likely): it is failed instead of tried again.
+    worker each time (out of memory, most likely): it is failed instead of tried again. A
+    retry after a database outage goes on without counting (count=False).
     """
     with transaction.atomic():
         trace = (
@@ -134,13 +136,13 @@ def _start_attempt(trace_id: int) -> bool:
         )
         if trace is None:
             return False
-        if trace.import_attempts >= MAX_ATTEMPTS:
+        if count and trace.import_attempts >= MAX_ATTEMPTS:
             _fail(trace, f"{trace.name}: the import ran out of memory or was killed "
                          f"{trace.import_attempts} times; it is not tried again")  # fmt: skip
             return False
         Trace.objects.filter(pk=trace_id).update(
             status=Trace.Status.PARSING,
-            import_attempts=F("import_attempts") + 1,
+            import_attempts=F("import_attempts") + (1 if count else 0),
             updated_at=timezone.now(),
         )
     return True

@@ -1,6 +1,6 @@
 """PostgreSQL stopped and started again under load, for real (the machine's cluster): clients
-see 202 or 503, never 500, and every trace answered 202 is analyzed afterwards, by the same
-worker, without a restart of loopboard."""
+see 202 or 503, never 500, /healthz answers all along, and every trace answered 202 is
+analyzed afterwards, by the same worker, without a restart of loopboard."""
 
 from __future__ import annotations
 
@@ -60,16 +60,31 @@ def test_a_database_restart_under_load_loses_no_accepted_trace(live_server, key,
                     accepted.append(response.json()["trace_id"])
                 time.sleep(0.15)
 
+    health: list[int | str] = []
+
+    def watch_health() -> None:
+        with httpx.Client(base_url=live_server.url, timeout=5) as client:
+            while sender.is_alive():
+                try:
+                    health.append(client.get("/healthz").status_code)
+                except httpx.HTTPError as exc:  # no answer within 5 s
+                    health.append(type(exc).__name__)
+                time.sleep(0.2)
+
     worker = start_worker(LOOPBOARD_STALE_SECONDS="3")
     sender = threading.Thread(target=send)
+    watcher = threading.Thread(target=watch_health)
     try:
         sender.start()
+        watcher.start()
         time.sleep(1.5)
         cluster("stop")
         time.sleep(2)
         cluster("start")
         sender.join(120)
+        watcher.join(10)
         connection.close()
+        assert set(health) <= {200, 503} and 503 in health and 200 in health, health
         assert 500 not in statuses and set(statuses) <= {202, 503}, statuses
         assert 503 in statuses and len(accepted) >= 10
         deadline = time.monotonic() + 120

@@ -399,3 +399,15 @@ def test_a_gzip_bomb_is_never_inflated_in_the_request_and_fails_in_the_worker(
     trace = Trace.objects.get(project=project)
     assert trace.status == "failed" and trace.error.startswith("otlp ")
     assert bytes(trace.raw) == bomb
+
+
+@pytest.mark.django_db
+def test_an_unexpected_error_is_still_a_status(client, key, monkeypatch):
+    from runs.api import otlp as receiver
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(receiver, "store_request", broken)  # a fault, injected
+    response = post(client, key, to_proto(request(root_span(TRACE_A))))
+    assert response.status_code == 500 and response.content.startswith(b"\x08\x0d")

@@ -212,3 +212,11 @@ def test_a_file_that_would_need_too_much_memory_fails_early_and_clearly(project,
     assert trace.status == Trace.Status.FAILED
     assert "more than 50 steps across runs that are still open" in trace.error
     assert trace.error.startswith("many.jsonl") and not trace.runs.exists()
+
+
+def test_a_retry_after_a_database_outage_is_not_counted_as_an_attempt(project):
+    trace, _ = ingest.store_trace(project, looping_trace(3), name="outage.jsonl")
+    Trace.objects.filter(pk=trace.pk).update(status=Trace.Status.PARSING, import_attempts=2)
+    ingest.ingest_trace(trace.pk, after_outage=True)
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.ANALYZING and trace.import_attempts == 2
