@@ -1,7 +1,9 @@
 """`loopboard push FILE... --url URL --key KEY`: send trace files to a running loopboard.
 
 Each file goes to `POST /api/traces` (gzip and any format the server reads); a progress bar
-shows the bytes sent. Prints each file's trace id and status; exits 1 if any file failed.
+shows the bytes sent. A 429, 502, 503 or 504 is retried, after the server's Retry-After (at most
+RETRY_WAIT_MAX seconds) and up to RETRIES times. Prints each file's trace id and status; exits
+1 if any file failed.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import httpx
 from tqdm import tqdm
 
 CHUNK = 256 * 1024
+RETRY_STATUSES = {429, 502, 503, 504}
+RETRIES = 5
+RETRY_WAIT_MAX = 30.0
 
 
 def _chunks(path: Path, bar: tqdm):  # type: ignore[no-untyped-def]
@@ -24,21 +30,34 @@ def _chunks(path: Path, bar: tqdm):  # type: ignore[no-untyped-def]
             yield chunk
 
 
-def push_file(client: httpx.Client, path: Path, *, fmt: str, bar: tqdm) -> tuple[bool, str]:
-    """Send one file; return (ok, a line to print)."""
-    params = {"name": path.name, **({"format": fmt} if fmt else {})}
+def retry_after(response: httpx.Response, attempt: int) -> float:
+    """Return how long to wait before sending again: the server's Retry-After, else backoff."""
     try:
-        response = client.post(
-            "/api/traces",
-            params=params,
-            content=_chunks(path, bar),
-            headers={
-                "Content-Type": "application/octet-stream",
-                "Content-Length": str(path.stat().st_size),
-            },
-        )
-    except httpx.HTTPError as exc:
-        return False, f"{path}: error: {exc}"
+        wait = float(response.headers.get("Retry-After", ""))
+    except ValueError:
+        wait = 2.0**attempt
+    return max(0.0, min(wait, RETRY_WAIT_MAX))
+
+
+def push_file(client: httpx.Client, path: Path, *, fmt: str, bar: tqdm) -> tuple[bool, str]:
+    """Send one file, again while the server answers busy or unavailable; return (ok, a line
+    to print)."""
+    params = {"name": path.name, **({"format": fmt} if fmt else {})}
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Content-Length": str(path.stat().st_size),
+    }
+    for attempt in range(RETRIES + 1):
+        try:
+            response = client.post(
+                "/api/traces", params=params, content=_chunks(path, bar), headers=headers
+            )
+        except httpx.HTTPError as exc:
+            return False, f"{path}: error: {exc}"
+        if response.status_code not in RETRY_STATUSES or attempt == RETRIES:
+            break
+        bar.update(-path.stat().st_size)  # the bytes go again
+        time.sleep(retry_after(response, attempt))
     try:
         body = response.json()
     except ValueError:
