@@ -184,8 +184,8 @@ if not DEBUG and not EMBEDDED:
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
 
 # --- API, OTLP/HTTP and API keys ------------------------------------------------------------
-# Requests to /api/ and /v1/ over MAX_UPLOAD_BYTES get 413 before their body is read.
-MIDDLEWARE.insert(1, "runs.api.middleware.BodyLimitMiddleware")
+# /api/ and /v1/: bodies over MAX_UPLOAD_BYTES get 413 before they are read; outages 503.
+MIDDLEWARE.insert(1, "runs.api.middleware.ApiMiddleware")
 # Per-key token bucket, kept in PostgreSQL (runs_ratebucket) so every gunicorn worker and
 # every web machine shares it: RATE requests per second on average, BURST at once.
 LOOPBOARD_API_RATE = float(os.environ.get("LOOPBOARD_API_RATE", "50"))

@@ -212,6 +212,10 @@ class Run(models.Model):
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
             models.Index(fields=["-stall_score", "-id"], name="run_stall"),
             models.Index(fields=["-waste_steps", "-id"], name="run_waste"),
+            # Recovery looks for runs left pending every minute: only those are indexed.
+            models.Index(
+                fields=["created_at"], name="run_pending", condition=models.Q(verdict="pending")
+            ),
         ]
 
     def __str__(self) -> str:
@@ -407,6 +411,12 @@ class OtlpSpanGroup(models.Model):
         indexes = [
             models.Index(fields=["project", "trace_id"]),
             models.Index(fields=["request"]),
+            # Recovery looks for groups left unassembled every minute: only those are indexed.
+            models.Index(
+                fields=["received_at"],
+                name="otlp_group_waiting",
+                condition=models.Q(assembled=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -36,9 +36,10 @@ def outage_response(request: HttpRequest) -> HttpResponse:
     return error_response(request, message, 503, **{"Retry-After": OUTAGE_RETRY_AFTER})
 
 
-class BodyLimitMiddleware:
-    """Answer an API or OTLP request before its body is read: 413 when its declared body is
-    over MAX_UPLOAD_BYTES, 411 when it is chunked with no length (it would read as empty)."""
+class ApiMiddleware:
+    """For API and OTLP requests: refuse a body before it is read (413 when its declared size
+    is over MAX_UPLOAD_BYTES, 411 when it is chunked with no length, which would read as
+    empty), and answer what a view did not handle in the path's terms (`process_exception`)."""
 
     def __init__(self, get_response) -> None:  # type: ignore[no-untyped-def]
         self.get_response = get_response

@@ -23,7 +23,7 @@ def create_key(
     user may not give the key that scope.
     """
     if scope not in scopes_for(user):
-        raise PermissionError(f"you may not create a key with the {scope!r} scope")
+        raise PermissionError(f"You may not create a key with the {scope!r} scope")
     creator = user if user and user.is_authenticated else None
     return ApiKey.issue(project, name[:100], user=creator, scope=scope)
 

@@ -171,7 +171,7 @@ def _store_parsed(trace: Trace, project: Project) -> None:
         status=Trace.Status.ANALYZING,
         format=format_,
         skipped_lines=skipped,
-        warnings=([policy_warning] if policy_warning else []) + warnings[:100],
+        warnings=storage.as_stored(([policy_warning] if policy_warning else []) + warnings[:100]),
         error="",
         updated_at=timezone.now(),
     )
@@ -179,8 +179,11 @@ def _store_parsed(trace: Trace, project: Project) -> None:
 
 
 def _fail(trace: Trace, message: str) -> None:
+    # The message may quote the trace (a tool name with a NUL): it must still be storable.
     Trace.objects.filter(pk=trace.pk).update(
-        status=Trace.Status.FAILED, error=message[:5000], updated_at=timezone.now()
+        status=Trace.Status.FAILED,
+        error=storage.clean_text(message[:5000]),
+        updated_at=timezone.now(),
     )
 
 

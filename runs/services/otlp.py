@@ -129,9 +129,14 @@ def store_large_request(project: Project, body: bytes, *, name: str = "") -> Tra
     """Keep a request too large to decode in the web process as a trace the worker imports
     with the OTLP file importer, which streams it (each OTLP trace id becomes a run; spans of
     the same trace ids sent in other requests are not joined to these runs)."""
-    name = name or f"otlp {timezone.now():%Y-%m-%d %H:%M:%S.%f}"
+    name = name or _request_name(timezone.now())
     trace, _ = ingest.store_trace(project, body, name=name, format="otlp", source=Trace.Source.OTLP)
     return trace
+
+
+def _request_name(now: datetime) -> str:
+    """Return the name an OTLP request is listed under: when it arrived."""
+    return f"otlp {now:%Y-%m-%d %H:%M:%S.%f}"
 
 
 def _request_trace(
@@ -141,7 +146,7 @@ def _request_trace(
     return Trace(
         project=project,
         sha256=hashlib.sha256(body).hexdigest(),
-        name=name or f"otlp {now:%Y-%m-%d %H:%M:%S.%f}",
+        name=name or _request_name(now),
         size=len(body),
         raw=body,
         declared_format=f"otlp-{export.encoding}",

@@ -1,8 +1,8 @@
 """A run's summary: what the pages show without re-running the engine.
 
-`build` makes it from one analysis; it is stored as JSON in `Run.summary` and read back with
-`of(run)`, which tolerates rows written by older versions or edited by hand (junk is dropped,
-never shown). The summary holds:
+`build` makes it from one analysis; it is stored as JSON in `Run.summary` and read back part
+by part (`stall_series_of`, `folds_of`, `strip_of`), tolerating rows written by older versions
+or edited by hand (junk is dropped, never shown). The summary holds:
 - the stall series (seq, score) drawn on the run page;
 - the folded bands: runs of the same no-progress call, and back-and-forth cycles;
 - the strip: per bucket of steps, how much repeats (0-4), and where a finding fired.
@@ -72,24 +72,44 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: Any) -> RunSummary:
-        if not isinstance(data, dict):
-            return cls()
-        series = tuple(
-            (int(p[0]), float(p[1]))
-            for p in _list(data.get("stall_series"))
-            if isinstance(p, list | tuple) and len(p) == 2 and all(_is_number(v) for v in p)
-        )
-        bands = (Band.from_json(item) for item in _list(data.get("folds"))[:MAX_FOLDS])
-        folds = tuple(sorted((b for b in bands if b is not None), key=lambda b: b.start))
-        strip = data.get("strip") if isinstance(data.get("strip"), dict) else {}
-        cells = tuple(max(0, min(c, 4)) for c in _list(strip.get("cells"))[:200] if _is_int(c))
-        fired = tuple(i for i in _list(strip.get("fired"))[:200] if _is_int(i))
-        return cls(series, folds, Strip(cells, fired))
+        data = data if isinstance(data, dict) else {}
+        return cls(_series(data), _folds(data), _strip(data))
 
 
-def of(run: Run) -> RunSummary:
-    """Return a run's stored summary (empty before its first analysis)."""
-    return RunSummary.from_json(run.summary)
+# A page reads only the part it shows: the runs list reads 50 strips, not 50 fold lists.
+def stall_series_of(run: Run) -> tuple[tuple[int, float], ...]:
+    """Return a run's stall series (empty before its first analysis)."""
+    return _series(run.summary if isinstance(run.summary, dict) else {})
+
+
+def folds_of(run: Run) -> tuple[Band, ...]:
+    """Return a run's folded bands, ordered by start."""
+    return _folds(run.summary if isinstance(run.summary, dict) else {})
+
+
+def strip_of(run: Run) -> Strip:
+    """Return a run's repeat strip."""
+    return _strip(run.summary if isinstance(run.summary, dict) else {})
+
+
+def _series(data: dict) -> tuple[tuple[int, float], ...]:
+    return tuple(
+        (int(p[0]), float(p[1]))
+        for p in _list(data.get("stall_series"))
+        if isinstance(p, list | tuple) and len(p) == 2 and all(_is_number(v) for v in p)
+    )
+
+
+def _folds(data: dict) -> tuple[Band, ...]:
+    bands = (Band.from_json(item) for item in _list(data.get("folds"))[:MAX_FOLDS])
+    return tuple(sorted((b for b in bands if b is not None), key=lambda b: b.start))
+
+
+def _strip(data: dict) -> Strip:
+    strip = data.get("strip") if isinstance(data.get("strip"), dict) else {}
+    cells = tuple(max(0, min(c, 4)) for c in _list(strip.get("cells"))[:200] if _is_int(c))
+    fired = tuple(i for i in _list(strip.get("fired"))[:200] if _is_int(i))
+    return Strip(cells, fired)
 
 
 def build(result: detection.Analysis, turns: list[int], step_count: int) -> RunSummary:

@@ -179,7 +179,7 @@ def build_window(
 ) -> Timeline:
     """Return one window of the timeline from seq ``start`` (to ``end``, inclusive)."""
     last_seq = max(run.step_count - 1, 0) if end is None else end
-    folds = summary.of(run).folds if folded else ()
+    folds = summary.folds_of(run) if folded else ()
     if folded and (band := fold_at(folds, start)):
         start = band.start
     segments, more_from = plan_window(folds, start, last_seq, rows)

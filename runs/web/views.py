@@ -51,7 +51,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         runs.defer("search", "metadata"), f, request.GET.get("after", ""), RUNS_PER_PAGE
     )
     for run in page:
-        run.strip = charts.repeat_strip(summary.of(run).strip)
+        run.strip = charts.repeat_strip(summary.strip_of(run))
     context = {
         "runs": page,
         "filters": f,
@@ -97,7 +97,7 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
             if meta.get(key) not in (None, "", [], {})
         ],
         "stall_chart": charts.stall_chart(
-            summary.of(run).stall_series,
+            summary.stall_series_of(run),
             steps=run.step_count,
             fired=fired,
             width=360,
@@ -205,7 +205,7 @@ def run_ledger(request: HttpRequest, run_id: int) -> HttpResponse:
     context |= run_header_context(run)
     fired = [f.fired_at for f in context["findings"] if f.severity != "info"]
     context["big_chart"] = charts.stall_chart(
-        summary.of(run).stall_series,
+        summary.stall_series_of(run),
         steps=run.step_count,
         fired=fired,
         width=900,
@@ -254,16 +254,9 @@ def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
     else:
         defaults, rows = forms.forms_for(project)
     saved = _int(request.GET.get("saved"), None)
-    context = {
-        "project": project,
-        "projects": access.projects_for(request.user),
-        "defaults": defaults,
-        "rows": rows,
+    context = tuning_context(request, project, defaults, rows) | {
         "errors": errors,
-        "changes": project.policy_changes.select_related("user")[:10],
         "saved": project.policy_changes.filter(pk=saved).first() if saved else None,
-        "limit": policy_service.BACKTEST_RUNS,
-        "tools": sorted(policy_service.project_tools(project))[:300],
     }
     return render(request, "runs/tuning.html", context, status=400 if errors else 200)
 
@@ -283,15 +276,21 @@ def tuning_preview(request: HttpRequest, slug: str) -> HttpResponse:
     }
     if request.htmx:
         return render(request, "runs/tuning.html#preview", context)
-    defaults_, rows_ = defaults, rows
-    context |= {
-        "defaults": defaults_,
-        "rows": rows_,
+    context |= tuning_context(request, project, defaults, rows)
+    return render(request, "runs/tuning.html", context)
+
+
+def tuning_context(request: HttpRequest, project: Project, defaults, rows) -> dict:  # type: ignore[no-untyped-def]
+    """Return what the whole Tuning page shows around its forms."""
+    return {
+        "project": project,
         "projects": access.projects_for(request.user),
+        "defaults": defaults,
+        "rows": rows,
         "changes": project.policy_changes.select_related("user")[:10],
+        "limit": policy_service.BACKTEST_RUNS,
         "tools": sorted(policy_service.project_tools(project))[:300],
     }
-    return render(request, "runs/tuning.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -379,10 +378,12 @@ def create_key(request: HttpRequest, slug: str) -> HttpResponse:
     scope = request.POST.get("scope") or ApiKey.Scope.INGEST
     if not name:
         messages.error(request, "Give the key a name (what will use it, e.g. 'CI').")
-    elif scope not in api_keys.scopes_for(request.user):
-        messages.error(request, f"You may not create a key with the {scope!r} scope.")
-    else:
+        return redirect("runs:project_settings", slug=project.slug)
+    try:
         row, key = api_keys.create_key(project, name, user=request.user, scope=scope)
+    except PermissionError as exc:
+        messages.error(request, f"{exc}.")
+    else:
         request.session["new_api_key"] = {"name": row.name, "key": key, "scope": row.scope}
     return redirect("runs:project_settings", slug=project.slug)
 
