@@ -25,7 +25,9 @@ class Step:
     tool: Any = None  # str | None: tool_call: the tool name
     args: Any = None  # tool_call: arguments (JSON value, usually a dict)
     result: Any = None  # tool_call: what the tool returned (JSON value or text)
-    status: Any = "ok"  # str: "ok" or "error"
+    status: Any = (
+        "ok"  # str: "ok", "error", or "invalid" (no valid action: counts as a failed call)
+    )
     batch_id: Any = None  # str | None: the assistant message that issued this call
     text: Any = None  # str | None: user/assistant/system/reasoning text
     started_at: Any = None  # float | None: epoch seconds

@@ -253,7 +253,7 @@ class Step(models.Model):
     tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
-    status = models.CharField(max_length=5, default="ok")
+    status = models.CharField(max_length=8, default="ok")  # ok, error or invalid
     batch_id = models.CharField(max_length=255, blank=True)
     text = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

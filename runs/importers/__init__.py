@@ -1,9 +1,14 @@
 """The importer registry: every trace format loopboard reads, detected by content.
 
 Importers are plain modules (no Django import) shared by the web ingest, the API and
-`loopboard scan`. To add a format, write a module with `name`, `label`, `sniff(head)` and
-`parse(stream, source=, limits=)`, and add it to IMPORTERS below (order matters: the first
-importer whose `sniff` says yes wins, so put specific formats before general ones).
+`loopboard scan`. To add a format, write a module with `name`, `label`, `claim(sample)` and
+`parse(stream, source=, limits=)`, and add it to IMPORTERS below. Detection scores every
+importer's claim on the first records (detect.py) and takes the best; on a tie the earlier
+importer wins, so specific formats come before general ones. An importer with only a
+`sniff(head)` yes/no still works: a yes counts as 0.5.
+
+`generic` (the heuristic reader for unknown files) is never chosen by detection: it is
+offered by name, and an unknown file's error says when it would find tool calls.
 """
 
 from __future__ import annotations
@@ -30,10 +35,19 @@ from . import (
     swe_agent,
     tree_json,
 )
+from .detect import Claim, Sample, Verdict, from_sniff, judge, sample_of
 from .errors import TraceError
 from .reading import DEFAULT_LIMITS, HEAD_BYTES, Limits
 
-__all__ = ["IMPORTERS", "Limits", "TraceError", "detect_format", "iter_runs", "open_trace"]
+__all__ = [
+    "IMPORTERS",
+    "Limits",
+    "TraceError",
+    "detect_format",
+    "explain_format",
+    "iter_runs",
+    "open_trace",
+]
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -44,8 +58,8 @@ class Importer(Protocol):
     name: str  # short id used by --format, the upload field and the API, e.g. "native"
     label: str  # human name, e.g. "loopboard native JSONL"
 
-    def sniff(self, head: bytes) -> bool:
-        """Return True when the first bytes (up to 64 KiB, decompressed) look like this format."""
+    def claim(self, sample: Sample) -> Claim:
+        """Score how well the first records (up to 64 KiB, decompressed) fit this format."""
 
     def parse(self, stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         """Yield the runs in the stream, in the order they appear."""
@@ -117,20 +131,38 @@ def open_trace(
     return limited, head
 
 
+def _claimant(importer: Importer):  # type: ignore[no-untyped-def]
+    claim = getattr(importer, "claim", None)
+    return claim if claim is not None else from_sniff(importer.sniff, importer.label)  # type: ignore[attr-defined]
+
+
+CLAIMANTS = {name: _claimant(importer) for name, importer in IMPORTERS.items()}
+HEURISTIC = {"generic"}  # offered by name only, never chosen by detection
+
+
+def explain_format(head: bytes) -> Verdict:
+    """Every importer's score and reason on these first bytes, best first."""
+    sample = sample_of(head)
+    return judge(sample, {k: v for k, v in CLAIMANTS.items() if k not in HEURISTIC})
+
+
 def detect_format(head: bytes, *, source: str = "") -> str:
-    """Return the name of the first importer that recognises these first bytes."""
-    for importer in IMPORTERS.values():
-        try:
-            if importer.sniff(head):
-                return importer.name
-        except Exception:  # noqa: BLE001 - a sniffer must never break detection
-            continue
-    if not head.strip():
+    """Return the name of the importer whose claim on these first bytes scores best."""
+    sample = sample_of(head)
+    if sample.layout == "empty":
         raise TraceError("empty file", source=source)
-    tried = ", ".join(IMPORTERS)
-    raise TraceError(
-        f"unknown trace format (tried: {tried}); pass a format to force one", source=source, line=1
-    )
+    verdict = judge(sample, {k: v for k, v in CLAIMANTS.items() if k not in HEURISTIC})
+    if verdict.best is not None:
+        return verdict.best[0]
+    reasons = "; ".join(f"{name}: {claim.reason}" for name, claim in verdict.claims)
+    hint = "pass a format to force one"
+    if "generic" in CLAIMANTS:
+        generic = CLAIMANTS["generic"](sample)
+        if generic.score > 0:
+            hint = f"--format generic would read it heuristically ({generic.reason})"
+        else:
+            hint += f"; --format generic cannot read it either ({generic.reason})"
+    raise TraceError(f"unknown trace format. Tried {reasons}. {hint}", source=source, line=1)
 
 
 def iter_runs(

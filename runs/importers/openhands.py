@@ -265,9 +265,8 @@ def _is_error(kind: str, content: Any, extras: dict[str, Any]) -> bool:
     code = number(metadata.get("exit_code", extras.get("exit_code")))
     if code is not None and code != 0:
         return True
-    if text_errors.matches(content, text_errors.OPENHANDS):
-        return True
-    return code is None and text_errors.matches(content, text_errors.OPENHANDS_NO_EXIT_CODE)
+    # an exit code is the explicit signal; without one (IPython, edits) the common rules read
+    return text_errors.error_rule(content, text_errors.OPENHANDS, common=code is None) is not None
 
 
 def _role(source: Any) -> str:

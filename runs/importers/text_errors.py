@@ -1,60 +1,178 @@
-"""Errors that a harness reports only in text: one rule list per format, matched cheaply.
+"""Errors that a tool reports only in its text: one rule table, shared by every importer.
 
-Each rule is a compiled regex searched in the (first 4,000 characters of the) tool output; a
-hit makes the step `status="error"`. The lists are written here, next to each other, so the
-rules can be reviewed together; every importer's docstring names the list it uses.
+Many harnesses say a call failed only in the words of its output ("Exit code: 1", a Python
+traceback, "Permission denied"). The rules that read those words live here, in one table, so
+they can be reviewed together and each has a test (tests/importers/test_text_errors.py).
 
-- SWE_AGENT: "Your proposed edit has introduced new syntax error(s)", an output that is
-  "Wrong flag!", "command not found", "Traceback (most recent call last)",
-  "No such file or directory", "syntax error near unexpected token", a line starting
-  "Error:"/"ERROR:", "File … not found", "No replacement was performed",
-  "Your output was not formatted correctly" / "Your last output did not use any tool calls",
-  "EXECUTION TIMED OUT" / "timed out".
-- OPENHANDS (used when the event has no explicit error signal): output starting "ERROR:",
-  "[Your proposed edit has introduced new syntax error(s)", "[No exact match found",
-  and, for observations that carry no exit code (IPython), "Traceback (most recent call last)".
-- CODEX: "apply_patch verification failed", "failed to parse function arguments",
-  "execution error:" at the start, "aborted" output (an interrupted call).
+How importers use it:
+
+- An explicit signal in the format wins: `is_error: true`, `status: "error"`, an exit code
+  field. The text rules decide only when the format gives no such signal for the result.
+- `error_rule(text)` returns the name of the first rule that matches, or None. A format adds
+  only what is its own (`extra=`: a tuple of `Rule`), never a copy of a common rule.
+- Only the start and the end of a long output are read (`HEAD_CHARS`, `TAIL_CHARS`): exit
+  lines come last, error banners first, and a huge log is not scanned whole.
+
+A rule names a failure, not a word: "error" in a file's text is not an error, an exit line
+with code 0 is not one either, and a rule that would fire on ordinary file contents (a
+traceback quoted in a README, say) is anchored to where a tool writes it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-SCAN_CHARS = 4000
+HEAD_CHARS = 4000
+TAIL_CHARS = 2000
 
-SWE_AGENT = (
-    re.compile(r"Your proposed edit has introduced new syntax error\(s\)"),
-    re.compile(r"^\s*Wrong flag!"),
-    re.compile(r"command not found"),
-    re.compile(r"Traceback \(most recent call last\)"),
-    re.compile(r"No such file or directory"),
-    re.compile(r"syntax error near unexpected token"),
-    re.compile(r"^(Error|ERROR):", re.MULTILINE),
-    re.compile(r"^File .* not found", re.MULTILINE),
-    re.compile(r"No replacement was performed"),
-    re.compile(r"Your output was not formatted correctly|did not use any tool calls"),
-    re.compile(r"EXECUTION TIMED OUT|timed out after \d+"),
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One way a tool says it failed: a name for messages and tests, and a compiled regex."""
+
+    name: str
+    pattern: re.Pattern[str]
+
+    def search(self, text: str) -> bool:
+        match = self.pattern.search(text)
+        if match is None:
+            return False
+        code = match.groupdict().get("code")
+        return code is None or int(code) != 0
+
+
+def _rule(name: str, pattern: str, flags: int = re.MULTILINE) -> Rule:
+    return Rule(name, re.compile(pattern, flags))
+
+
+# An exit code in all the spellings harnesses use; code 0 never matches (see Rule.search).
+_EXIT = (
+    r"^[ \t]*(?:"
+    r"(?:exit|return)[ _-]?(?:code|status)[ \t]*[:=]?[ \t]*(?P<code>-?\d+)"
+    r"|process exited with (?:exit )?code[ \t]*(?P<code2>-?\d+)"
+    r"|command (?:failed|exited) with (?:exit )?(?:code|status)[ \t]*(?P<code3>-?\d+)"
+    r"|\[(?:exit code|exit status)[: ]+(?P<code4>-?\d+)\]"
+    r")"
+    r"|<returncode>[ \t]*(?P<code5>-?\d+)[ \t]*</returncode>"
+    r"|returned non-zero exit status (?P<code6>\d+)"
 )
 
-OPENHANDS = (
-    re.compile(r"^\s*ERROR:"),
-    re.compile(r"^\s*\[Your proposed edit has introduced new syntax error\(s\)"),
-    re.compile(r"^\s*\[No exact match found"),
-)
-OPENHANDS_NO_EXIT_CODE = (re.compile(r"Traceback \(most recent call last\)"),)
 
-CODEX = (
-    re.compile(r"apply_patch verification failed"),
-    re.compile(r"^\s*failed to parse function arguments"),
-    re.compile(r"^\s*execution error:"),
-    re.compile(r"^\s*aborted"),
-)
+class _ExitRule(Rule):
+    """The exit-code rule: several spellings, one code; 0 is success."""
 
+    __slots__ = ()
 
-def matches(text: object, rules: tuple[re.Pattern[str], ...]) -> bool:
-    """Return whether any rule matches the start of a text output."""
-    if not isinstance(text, str) or not text:
+    def search(self, text: str) -> bool:
+        for match in self.pattern.finditer(text):
+            code = next((value for value in match.groups() if value is not None), None)
+            if code is not None and int(code) != 0:
+                return True
         return False
-    sample = text[:SCAN_CHARS]
-    return any(rule.search(sample) for rule in rules)
+
+
+EXIT_CODE = _ExitRule("exit code", re.compile(_EXIT, re.MULTILINE | re.IGNORECASE))
+
+COMMON: tuple[Rule, ...] = (
+    EXIT_CODE,
+    _rule(
+        "command not found",
+        r"command not found|^(?:\S+: )?(?:line \d+: )?\S+: not found$"
+        r"|is not recognized as an internal or external command",
+    ),
+    _rule(
+        "traceback",
+        r"^Traceback \(most recent call last\):|^thread '[^']*' panicked at"
+        r"|^Uncaught (?:\w+Error|exception)|^(?:panic|fatal error): ",
+    ),
+    _rule(
+        "permission or sandbox denial",
+        r"Permission denied|Operation not permitted|\bEACCES\b|\bEPERM\b"
+        r"|Sandbox\(Denied|SandboxDenied|sandbox denied|denied by (?:the )?sandbox"
+        r"|requested permissions? to .* but you haven't granted",
+        re.MULTILINE | re.IGNORECASE,
+    ),
+    _rule("no replacement", r"No replacement was performed"),
+    _rule(
+        "rejected edit",
+        r"The user doesn't want to proceed with this tool use|tool use was rejected"
+        r"|^User rejected|String to replace not found in file"
+        r"|Found \d+ matches of the string to replace|Multiple occurrences of old_str"
+        r"|did not appear verbatim in|^\[?No exact match found|SEARCH/REPLACE block failed to match"
+        r"|apply_patch verification failed|patch (?:does not|did not) apply",
+    ),
+    _rule(
+        "http error",
+        r"^HTTP/[\d.]+ (?:4\d\d|5\d\d)\b|\b(?:HTTP|status)(?: code| status)?[ :]+(?:4\d\d|5\d\d)\b"
+        r"|\b429 Too Many Requests\b|\bToo Many Requests\b|\brate limit(?:ed| exceeded)\b"
+        r"|\b(?:40[0-9]|41[0-9]|42[0-9]|5\d\d) (?:Bad Request|Unauthorized|Forbidden|Not Found"
+        r"|Method Not Allowed|Gone|Internal Server Error|Bad Gateway|Service Unavailable"
+        r"|Gateway Time-?out)\b",
+        re.MULTILINE | re.IGNORECASE,
+    ),
+    _rule(
+        "bot wall",
+        r"Attention Required! \| Cloudflare|<title>Just a moment\.\.\.</title>"
+        r"|cf-browser-verification|are you a (?:robot|human)\?|captcha-delivery|Access Denied</",
+        re.IGNORECASE,
+    ),
+    _rule("timeout", r"EXECUTION TIMED OUT|timed out after \d+|^(?:Error: )?Command timed out"),
+    _rule("error line", r"^(?:Error|ERROR|error)(?:\[\w+\])?: \S"),
+)
+
+
+def _sample(text: str) -> str:
+    if len(text) <= HEAD_CHARS + TAIL_CHARS:
+        return text
+    return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+
+
+def error_rule(text: object, extra: tuple[Rule, ...] = (), *, common: bool = True) -> str | None:
+    """Return the name of the first rule (the format's `extra` first) that finds an error in
+    a tool's text output, or None. Non-text values never match."""
+    if not isinstance(text, str) or not text:
+        return None
+    sample = _sample(text)
+    for rule in extra + (COMMON if common else ()):
+        if rule.search(sample):
+            return rule.name
+    return None
+
+
+def is_error(text: object, extra: tuple[Rule, ...] = ()) -> bool:
+    """Return whether a tool's text output reports a failure (see error_rule)."""
+    return error_rule(text, extra) is not None
+
+
+def rules(*pairs: tuple[str, str]) -> tuple[Rule, ...]:
+    """Build a format's own rules from (name, regex) pairs, multi-line."""
+    return tuple(_rule(name, pattern) for name, pattern in pairs)
+
+
+# --- what some formats add (only what is their own)
+
+SWE_AGENT = rules(
+    ("syntax error edit", r"Your proposed edit has introduced new syntax error\(s\)"),
+    ("wrong flag", r"^\s*Wrong flag!"),
+    ("no such file", r"No such file or directory"),
+    ("shell syntax", r"syntax error near unexpected token"),
+    ("file not found", r"^File .* not found"),
+    ("format error", r"Your output was not formatted correctly|did not use any tool calls"),
+)
+
+OPENHANDS = rules(
+    ("error banner", r"\A\s*ERROR:"),
+    ("syntax error edit", r"\A\s*\[Your proposed edit has introduced new syntax error\(s\)"),
+)
+
+CODEX = rules(
+    ("bad arguments", r"\A\s*failed to parse function arguments"),
+    ("execution error", r"\A\s*execution error:"),
+    ("aborted", r"\A\s*aborted\b"),
+)
+
+
+def matches(text: object, rules: tuple[Rule, ...]) -> bool:
+    """Return whether a format's rules or the common ones find an error (old name of is_error)."""
+    return is_error(text, rules)
