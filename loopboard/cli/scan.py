@@ -3,6 +3,9 @@
 Reads every trace format through runs.importers (no Django), analyses each run with the
 detection engine and prints, per run, its verdict, stall score and findings.
 Exit status: 0 every run ok, 1 some run warn/stop, 2 bad input (still reports the good files).
+
+`--explain-format` analyses nothing: it prints, per file, every format's score on the file's
+first records and why, best first, and the format detection takes (exit 2 if none).
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ from collections.abc import Iterator
 from typing import TextIO
 
 import detection
-from runs.importers import IMPORTERS, TraceError, iter_runs
+from runs.importers import (
+    CLAIMANTS,
+    HEURISTIC,
+    IMPORTERS,
+    TraceError,
+    explain_format,
+    iter_runs,
+    open_trace,
+)
+from runs.importers.detect import sample_of
 
 #: Files a directory walk passes over: documentation and config next to the traces.
 NOT_TRACES = (".md", ".txt", ".rst", ".toml", ".py", ".cfg", ".ini", ".lock")
@@ -95,6 +107,43 @@ def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict
     }
 
 
+def _explain(paths: list[str], out: TextIO, err: TextIO, *, as_json: bool) -> int:
+    """Print each file's format scores, best first; return 2 if a file fits no format."""
+    unknown = False
+    for path in _files(paths):
+        try:
+            stream, head = open_trace(path, source=path)
+            stream.close()
+        except (TraceError, OSError) as exc:
+            unknown = True
+            err.write(f"error: {exc}\n")
+            continue
+        sample = sample_of(head)
+        verdict = explain_format(head)
+        chosen = verdict.best[0] if verdict.best else None
+        unknown |= chosen is None
+        heuristic = {name: CLAIMANTS[name](sample) for name in HEURISTIC if name in CLAIMANTS}
+        if as_json:
+            claims = [
+                {"format": name, "score": round(claim.score, 3), "reason": claim.reason}
+                for name, claim in verdict.claims
+            ]
+            offered = [
+                {"format": name, "score": round(claim.score, 3), "reason": claim.reason}
+                for name, claim in heuristic.items()
+            ]
+            record = {"source": path, "layout": sample.layout, "format": chosen}
+            record |= {"claims": claims, "by_name_only": offered}
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            continue
+        out.write(f"{path}: {sample.layout}, {len(sample.records)} records read from the start\n")
+        out.write("  " + verdict.explain().replace("\n", "\n  ") + "\n")
+        for name, claim in heuristic.items():
+            out.write(f"  ({name}, only by --format {name}: {claim.score:.2f} {claim.reason})\n")
+        out.write(f"  -> {chosen or 'no format fits'}\n")
+    return 2 if unknown else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Scan trace files; return 0 (all ok), 1 (a run flagged) or 2 (bad input)."""
     parser = argparse.ArgumentParser(prog="loopboard scan", description=__doc__.split("\n")[0])
@@ -102,8 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=sorted(IMPORTERS), help="force a trace format")
     parser.add_argument("--policy", metavar="FILE", help="policy TOML (thresholds, tools)")
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
+    parser.add_argument(
+        "--explain-format",
+        action="store_true",
+        help="print every format's score on each file and why; analyse nothing",
+    )
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
+    if args.explain_format:
+        return _explain(args.paths, out, err, as_json=args.json)
     policy = None
     if args.policy:
         try:

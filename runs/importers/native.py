@@ -4,7 +4,8 @@ Rules (the README's "Native JSONL" section shows an example):
 - `type` is `tool_call` or `message`; other types are skipped and counted.
 - `run_id` groups lines into runs (default: one run per file, named after the file).
 - `seq` orders events (default: line order); `id`/`parent_id` give a tree.
-- `status` is `ok` or `error` (default `ok`); errors are explicit, never guessed from text.
+- `status` is `ok`, `error` or `invalid` (the agent produced no valid action; counts as a
+  failed call), default `ok`; errors are explicit, never guessed from text.
 - A line that is not valid JSON, or not an object, is reported (file, line, reason) and
   skipped; a file with no valid line at all fails.
 """
@@ -19,6 +20,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from .content import parse_time
+from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError, too_many_held
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
@@ -28,27 +30,31 @@ label = "loopboard native JSONL"
 ROLES = {"user", "assistant", "system", "reasoning"}
 
 
-def sniff(head: bytes) -> bool:
-    """A JSONL file whose first object has `type` tool_call or message and no foreign marks."""
-    first = head.lstrip().split(b"\n", 1)[0]
-    if not first.startswith(b"{"):
+def _is_event(record: Any) -> bool:
+    if not isinstance(record, dict):
         return False
-    try:
-        import json
+    if record.get("type") == "tool_call":
+        return isinstance(record.get("tool"), str)
+    # Gemini's stream-json has type=message too, with a `delta` flag and a session id
+    return (
+        record.get("type") == "message"
+        and record.get("role", "assistant") in ROLES
+        and "delta" not in record
+        and "session_id" not in record
+    )
 
-        obj = json.loads(first)
-    except ValueError:
-        return False
-    if not isinstance(obj, dict):
-        return False
-    if obj.get("type") == "tool_call":
-        return "tool" in obj
-    if obj.get("type") == "message":
-        # Gemini stream-json also has type=message, but with `timestamp` + `role` and no
-        # `content` object shape difference; native messages carry `content` as text and
-        # never a `delta` flag. Gemini's first line is normally `init`.
-        return "role" in obj and "delta" not in obj and "session_id" not in obj
-    return False
+
+def claim(sample: Sample) -> Claim:
+    """JSONL whose records are `{type: tool_call, tool, ...}` or `{type: message, role, ...}`."""
+    if sample.layout != "jsonl":
+        return Claim.no("not JSONL")
+    fit = share(sample.records, _is_event)
+    if not fit:
+        return Claim.no("no record is {type: tool_call, tool} or {type: message, role}")
+    calls = sum(1 for r in sample.objects() if r.get("type") == "tool_call")
+    return Claim(
+        0.6 * fit, f"{fit:.0%} of the records are native events ({calls} tool_call records)"
+    )
 
 
 def _number(value: Any, field: str, *, source: str, line: int) -> float | None:
@@ -95,9 +101,9 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
                 "a tool_call needs a tool name (string)", source=source, line=line, field="tool"
             )
         status = obj.get("status", "ok")
-        if status not in ("ok", "error"):
+        if status not in ("ok", "error", "invalid"):
             raise TraceError(
-                f"status must be 'ok' or 'error', not {status!r}",
+                f"status must be 'ok', 'error' or 'invalid', not {status!r}",
                 source=source,
                 line=line,
                 field="status",

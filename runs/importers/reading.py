@@ -132,12 +132,13 @@ class JsonlReader:
             if not raw.strip():
                 continue
             try:
-                value = self._load(raw.rstrip(b"\r\n"), number)
+                values = self._load(raw.rstrip(b"\r\n"), number)
             except TraceError as exc:
                 self.skips.add(exc)
                 continue
-            self.valid += 1
-            yield number, value
+            for value in values:
+                self.valid += 1
+                yield number, value
 
     def reject(self, error: TraceError) -> None:
         """Skip the record just read: count and report it, and count it as not usable."""
@@ -149,7 +150,7 @@ class JsonlReader:
         if self.valid <= 0:
             raise self.skips.first or TraceError("empty file: no records", source=self.source)
 
-    def _load(self, raw: bytes, line: int) -> Any:
+    def _load(self, raw: bytes, line: int) -> list[Any]:
         def error(reason: str) -> TraceError:
             return TraceError(reason, source=self.source, line=line)
 
@@ -157,18 +158,40 @@ class JsonlReader:
             limit = self.limits.max_line_bytes
             raise error(f"line is {len(raw)} bytes, over the limit of {limit}")
         try:
-            value = json.loads(raw.decode("utf-8"))
+            text = raw.decode("utf-8")
+            values = [json.loads(text)]
         except UnicodeDecodeError as exc:
             raise error(f"invalid UTF-8 at byte {exc.start}") from None
         except json.JSONDecodeError as exc:
-            raise error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+            values = self._several(text, exc, error)
         except RecursionError:
             raise error("JSON nested too deeply") from None
-        if not json_depth_ok(value, self.max_depth):
-            raise error(f"JSON nested deeper than {self.max_depth} levels")
-        if self.objects_only and not isinstance(value, dict):
-            raise error(f"expected a JSON object, got {type(value).__name__}")
-        return value
+        for value in values:
+            if not json_depth_ok(value, self.max_depth):
+                raise error(f"JSON nested deeper than {self.max_depth} levels")
+            if self.objects_only and not isinstance(value, dict):
+                raise error(f"expected a JSON object, got {type(value).__name__}")
+        return values
+
+    def _several(self, text: str, exc: json.JSONDecodeError, error: Any) -> list[Any]:
+        """Read a line that holds several JSON values one after another (a writer that lost a
+        newline): every value is kept, with a warning. Anything else is invalid JSON."""
+        if exc.msg != "Extra data":
+            raise error(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        decoder, values = json.JSONDecoder(), []
+        pos = len(text) - len(text.lstrip())
+        try:
+            while pos < len(text):
+                value, pos = decoder.raw_decode(text, pos)
+                values.append(value)
+                while pos < len(text) and text[pos] in " \t\r":
+                    pos += 1
+        except json.JSONDecodeError as bad:
+            raise error(f"invalid JSON: {bad.msg} (column {bad.colno})") from None
+        self.skips.note(
+            str(error(f"{len(values)} JSON values on one line (a missing newline?); read each"))
+        )
+        return values
 
 
 # --- whole JSON documents

@@ -78,7 +78,7 @@ COMMON: tuple[Rule, ...] = (
     EXIT_CODE,
     _rule(
         "command not found",
-        r"command not found|^(?:\S+: )?(?:line \d+: )?\S+: not found$"
+        r"command not found|^\S+: (?:line )?\d+: [^\s:]+: not found$|^\S+: [^\s:]+: not found$"
         r"|is not recognized as an internal or external command",
     ),
     _rule(
@@ -105,7 +105,7 @@ COMMON: tuple[Rule, ...] = (
     _rule(
         "http error",
         r"^HTTP/[\d.]+ (?:4\d\d|5\d\d)\b|\b(?:HTTP|status)(?: code| status)?[ :]+(?:4\d\d|5\d\d)\b"
-        r"|\b429 Too Many Requests\b|\bToo Many Requests\b|\brate limit(?:ed| exceeded)\b"
+        r"|\bHTTP Error [45]\d\d\b|\b429 Too Many Requests\b|\bToo Many Requests\b|\brate limit(?:ed| exceeded)\b"
         r"|\b(?:40[0-9]|41[0-9]|42[0-9]|5\d\d) (?:Bad Request|Unauthorized|Forbidden|Not Found"
         r"|Method Not Allowed|Gone|Internal Server Error|Bad Gateway|Service Unavailable"
         r"|Gateway Time-?out)\b",

@@ -21,7 +21,7 @@ from .spans import (
     read_request,
     spans_from_request,
 )
-from .steps import Collector, label, name, parse, runs_from_request, sniff
+from .steps import Collector, claim, label, name, parse, runs_from_request, sniff
 
 __all__ = [
     "JSON",
@@ -29,6 +29,7 @@ __all__ = [
     "ExportRequest",
     "BodyLimits",
     "Collector",
+    "claim",
     "BodyTooLarge",
     "OtlpError",
     "Span",

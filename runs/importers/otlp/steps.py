@@ -42,6 +42,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from ..content import parse_json_text
+from ..detect import Claim, Sample, share
 from ..errors import Skips, TooManySteps, TraceError, too_many_held
 from ..reading import (
     DEFAULT_LIMITS,
@@ -86,6 +87,20 @@ def sniff(head: bytes) -> bool:
     if isinstance(first, list) and first:
         first = first[0]
     return is_request(first) or is_span_record(first)
+
+
+def claim(sample: Sample) -> Claim:
+    """OTLP/JSON requests (`resourceSpans`), span records, or an OTLP protobuf request."""
+    head = sample.head
+    if head[:1] == b"\x0a" and looks_like_protobuf(head):
+        return Claim(0.9, "an OTLP protobuf export request (resource spans)")
+    records = sample.records
+    if len(records) == 1 and isinstance(records[0], list):
+        records = records[0][:200]
+    fit = share(records, lambda r: is_request(r) or is_span_record(r))
+    if not fit:
+        return Claim.no("no `resourceSpans` request and no span record (traceId, spanId, name)")
+    return Claim(0.9 * fit, f"{fit:.0%} of the records are OTLP requests or span records")
 
 
 # --- spans to steps
