@@ -160,13 +160,8 @@ ALL_SAMPLES = {
 @pytest.mark.parametrize(
     ("name", "path"), [(n, p) for n, paths in ALL_SAMPLES.items() for p in paths]
 )
-def test_each_harness_file_is_claimed_by_exactly_its_own_sniffer(name, path):
-    from runs.importers import IMPORTERS
+def test_each_harness_file_is_claimed_best_by_its_own_importer(name, path):
+    from runs.importers import explain_format
 
-    head = (ROOT / path).read_bytes()[:65536]
-    claimed = [importer.name for importer in IMPORTERS.values() if importer.sniff(head)]
-    # The metaphi harness's first Gemini line `{"type": "message", "role": "user", ...}` also
-    # looks like a native message line to native.sniff (first line only); gemini-stream is
-    # registered before native, so detection still picks it.
-    allowed = {"native"} if name == "gemini-stream" else set()
-    assert claimed[0] == name and set(claimed[1:]) <= allowed
+    verdict = explain_format((ROOT / path).read_bytes()[:65536])
+    assert verdict.best is not None and verdict.best[0] == name, verdict.explain()
