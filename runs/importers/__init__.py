@@ -33,6 +33,7 @@ from . import (
     otlp,
     responses,
     swe_agent,
+    tau2,
     tree_json,
 )
 from .detect import Claim, Sample, Verdict, from_sniff, judge, sample_of
@@ -76,6 +77,7 @@ IMPORTERS: dict[str, Importer] = {
         mini_swe_agent,
         swe_agent,
         openhands,
+        tau2,
         otlp,
         tree_json,
         # message-list formats: anthropic needs Anthropic-only blocks, chat takes the rest

@@ -38,6 +38,7 @@ EXPECTED = [
     ("importers", "responses", "responses"),
     ("importers", "tree", "tree"),
     ("importers", "native", "native"),
+    ("importers", "tau2", "tau2"),
     ("importers", "generic", None),
 ]
 

@@ -151,6 +151,13 @@ def otlp(args: Any) -> bytes:
     return document({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
 
 
+def tau2(args: Any) -> bytes:
+    call = {"id": "c", "name": "f", "arguments": args, "requestor": "assistant"}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    sim = {"id": "s", "task_id": "t", "termination_reason": "user_stop", "messages": [message]}
+    return document({"info": {}, "tasks": [], "simulations": [sim]})
+
+
 #: format name -> (file builder, whether the format carries arguments as JSON text)
 FORMATS = {
     "native": (native, False),
@@ -164,6 +171,7 @@ FORMATS = {
     "mini-swe-agent": (mini_swe_agent, True),
     "swe-agent": (swe_agent, True),
     "otlp": (otlp, True),
+    "tau2": (tau2, False),
 }
 
 
