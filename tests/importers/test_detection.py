@@ -48,9 +48,10 @@ def expected_format(path: Path) -> str | None | bool:
     folder = path.parent.relative_to(DATA).as_posix()
     best = None
     for place, prefix, name in EXPECTED:
-        if (folder == place or folder.startswith(place + "/")) and path.name.startswith(prefix):
-            if best is None or len(prefix) > len(best[0]):
-                best = (prefix, name)
+        here = folder == place or folder.startswith(place + "/")
+        longer = best is None or len(prefix) > len(best[0])
+        if here and path.name.startswith(prefix) and longer:
+            best = (prefix, name)
     return False if best is None else best[1]
 
 
