@@ -1,45 +1,80 @@
-"""OpenAI Codex CLI rollout JSONL (`~/.codex/sessions/…/rollout-<ts>-<uuid>.jsonl`).
+"""OpenAI Codex CLI rollout JSONL (`~/.codex/sessions/…/rollout-<ts>-<uuid>.jsonl`), 0.2x–0.149.
 
-Every line is `{timestamp, type, payload}`. Mapping, one run per file
-(id = `session_meta.payload.id`):
-- `session_meta` -> metadata (cwd, cli_version, originator, source, model_provider);
-  `turn_context` -> metadata model/effort/approval_policy (first seen, `models` lists all).
+Every line is `{timestamp, type, payload}` (0.149 adds an `ordinal`: read, not needed, since
+lines are already in order). Types: `session_meta`, `turn_context`, `response_item`,
+`event_msg`, and the context records `compacted` and `world_state`; other types are
+tolerated, skipped and counted in metadata["skipped_records"]. One run per file:
+
+- **Run id**: the first `session_meta`'s `id` (or `session_id`). A resumed or forked rollout
+  holds several `session_meta` lines (a fork copies its parent's history, parent's
+  `session_meta` included, after its own); they stay one run, because the file is one
+  rollout: the first line is the file's own session (the uuid in the file name), its fields
+  win, and every distinct id is listed in metadata["session_ids"] (`forked_from_id` too).
+  `source` `{subagent: …}` (a spawned agent's rollout) -> metadata "source": "subagent",
+  "subagent" (the object) and "parent_thread_id" when it names one; `agent_nickname`,
+  `agent_role`, `git`, `thread_source`, `history_mode` -> metadata. `collab_agent_spawn_end`
+  events -> metadata["spawned_agents"] (the sub-agents' own rollouts hold their steps).
+- `turn_context` -> metadata model/effort/approval_policy (first seen, `models` lists all;
+  `collaboration_mode.settings.model` / `reasoning_effort` when the plain fields are absent).
 - `response_item` `message`: role `user` -> `user` step, except harness-injected context
   (text starting `<environment_context>`, `<user_instructions>`, `# AGENTS.md`) and role
   `developer`/`system` -> `system` steps; role `assistant` -> `assistant` step.
   `reasoning` (summary texts, joined by newlines) -> `reasoning` step.
-- `event_msg` `user_message` / `agent_message` / `agent_reasoning` repeat what the
-  response items say: each is paired with a response item of the same kind and text (either
-  order) and only the first of the pair becomes a step, so no text is counted twice.
-  Reasoning is paired part by part: a `reasoning` item with several `summary` parts comes
-  with one `agent_reasoning` event per part (or one event holding them all), before or after
-  the item. Parts already seen as events are dropped from the item (all seen: no step);
-  events repeating a part of a stepped item are dropped; consecutive `agent_reasoning`
-  events of one response, with no item yet, form one step. Text is compared with runs of
-  whitespace collapsed.
+- One message is written up to three times: the response item, an `event_msg`
+  (`user_message` / `agent_message`) and, from 0.149, an `item_completed` event
+  (`UserMessage` / `AgentMessage` item). The first copy becomes the step; a later copy with
+  the same text (whitespace collapsed) from another of the three sources is dropped.
+  Reasoning is paired part by part with `agent_reasoning` events: a `reasoning` item with
+  several `summary` parts comes with one event per part (or one event holding them all),
+  before or after the item. Parts already seen as events are dropped from the item (all
+  seen: no step); events repeating a part of a stepped item are dropped; consecutive
+  `agent_reasoning` events of one response, with no item yet, form one step.
 - Calls, linked to their output by `call_id` (ids made unique with `#n` when reused):
-  `function_call` (tool = `name`, args = parsed JSON `arguments`), `custom_tool_call`
-  (apply_patch: args `{"input": <patch>}`), `local_shell_call` (tool `local_shell`, args =
-  `action`), `web_search_call` (tool `web_search`, args = `action`, no output item: result
-  None, `status: "failed"` -> error). `function_call_output` / `custom_tool_call_output`
-  fill the result.
-- Results: `Exit code: N\nWall time: S seconds\nOutput:\n…` -> result = the text without
-  the wall-time line (it changes every run and would hide repeats); older JSON
-  `{"output", "metadata": {"exit_code"}}` -> result = `output`. Exit code != 0 -> error.
-  Text-only errors (`text_errors.CODEX`): "apply_patch verification failed",
-  "failed to parse function arguments", "execution error:", "aborted".
+  `function_call` (tool = `name`, args = parsed JSON `arguments`; arguments that are not
+  JSON -> status "invalid"), `custom_tool_call` (apply_patch: args `{"input": <patch>}`),
+  `local_shell_call` (tool `local_shell`, args = `action`), `web_search_call` (tool
+  `web_search`, args = `action`, no output item: result None, `status: "failed"` -> error).
+  `function_call_output` / `custom_tool_call_output` fill the result; `output` is a string,
+  an object (`{type: "input_text", text}`, `{content, success}`, `{content, isError}`) or a
+  content list, all read as text.
+- **Unified exec** (0.100+): `exec_command {cmd, workdir, …}` and `write_stdin
+  {session_id, chars, yield_time_ms}` (empty `chars` = a poll). Their output is framed:
+  `Chunk ID / Wall time / Process exited with code N | Process running with session ID N /
+  Original token count / Output:`. The result is that text without the `Chunk ID` and
+  `Wall time` lines (they change on every call and would hide a repeat), so a poll's result
+  is the new output since the last poll plus the process state: a poll with new output has
+  a new result, which the engine reads as progress (same call, new result), while polls that
+  keep getting the same output are the same call with the same result, a repeat.
+  `Process exited with code N` decides the status (N != 0: error). `Process running with
+  session ID N` leaves the call ok and opens session N; the exit code of that command comes
+  in a later `write_stdin` output for session N (another call id), and is given to the
+  `exec_command` step too (status, ended_at), while each poll stays its own step.
+  Older framing `Exit code: N\\nWall time: …\\nOutput:` reads the same; older JSON
+  `{"output", "metadata": {"exit_code"}}` -> result = `output`, exit code != 0 -> error.
+- Explicit signals win over text: `exec_command_end.exit_code` (and `status` "failed" /
+  "declined"), `patch_apply_end.success`, `mcp_tool_call_end.result` (`Ok.isError`, `Err`),
+  a tool item of `item_completed` (`exit_code`, `status`, `result.isError`), matched to the
+  call by `call_id` whether they come before or after its output (`exec_command_end` also
+  by `process_id` = session). An `mcp_tool_call_end` whose call is not in the file becomes
+  a step (tool `server__tool`). Only without a signal do the text rules decide
+  (`text_errors.CODEX` + the common table: sandbox denials, "apply_patch verification
+  failed", "aborted by user after …", "write_stdin failed: …"); "failed to parse function
+  arguments" and "unsupported call" mark the call "invalid" (no valid action).
 - `batch_id`: the model response that issued the call: consecutive model items (reasoning,
   assistant message, calls) with no output or user message between them share "resp-<n>".
 - `token_count` -> `info.last_token_usage` on the first step of the latest response
-  (tokens_in = input_tokens, tokens_out = output_tokens); `total_token_usage` -> metadata.
+  (tokens_in = input_tokens, tokens_out = output_tokens: `cached_input_tokens` is part of
+  the input and `reasoning_output_tokens` part of the output, never added);
+  `total_token_usage` -> metadata.
 - `turn_aborted` -> a `system` step "turn aborted: <reason>", and calls of that turn still
-  without output become errors. `ghost_snapshot`, `compacted`, other event types: skipped
-  and counted in metadata["skipped_records"].
+  without output become errors. `error` events -> a `system` step "error: <message>".
+- Context, not turns (counted in metadata["context_records"]): `compacted`, `world_state`,
+  `ghost_snapshot`, and the events `task_started`, `task_complete`, `context_compacted`,
+  `exec_command_begin`, approval requests and other `item_completed` items.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
@@ -52,37 +87,137 @@ from detection.model import Run, Step
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_json_text, parse_time
-from .reading import JsonlReader, Limits, clip_strings, head_values
+from .detect import Claim, Sample, sample_of, share
+from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "codex"
 label = "OpenAI Codex CLI rollout JSONL"
 
-LINE_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+LINE_TYPES = {
+    "session_meta",
+    "turn_context",
+    "response_item",
+    "event_msg",
+    "compacted",
+    "world_state",
+}
+CONTEXT_TYPES = {"compacted", "world_state"}
 CALL_TYPES = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 OUTPUT_TYPES = {"function_call_output", "custom_tool_call_output"}
+CONTEXT_ITEMS = {"ghost_snapshot", "compaction", "compaction_summary"}
+CONTEXT_EVENTS = {
+    "task_started",
+    "task_complete",
+    "turn_started",
+    "turn_complete",
+    "context_compacted",
+    "exec_command_begin",
+    "exec_command_output_delta",
+    "patch_apply_begin",
+    "mcp_tool_call_begin",
+    "exec_approval_request",
+    "apply_patch_approval_request",
+    "collab_agent_spawn_begin",
+    "agent_reasoning_section_break",
+    "agent_reasoning_raw_content",
+    "web_search_begin",
+    "web_search_end",
+    "item_started",
+}
 INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<user_shell_command>")
-EXIT_CODE = re.compile(r"^Exit code:\s*(-?\d+)", re.MULTILINE)
 PENDING_REASONING = 50  # reasoning items whose parts may still come back as events
-WALL_TIME = re.compile(r"^Wall time:.*\n?", re.MULTILINE)
+MAX_LISTED = 100  # session ids / spawned agents kept in metadata
+ORIGINS = ("item", "event", "completed")  # where a copy of a message comes from
+
+# The unified-exec framing: header lines, then "Output:" and the text.
+_FRAME = re.compile(
+    r"(?:Chunk ID|Wall time|Original token count|Total output lines):.*"
+    r"|Process exited with code (?P<exit>-?\d+)\s*"
+    r"|Process running with session ID (?P<session>\S+)\s*"
+    r"|Exit code:\s*(?P<code>-?\d+)\s*"
+)
+_VOLATILE_LINE = re.compile(r"(?:Chunk ID|Wall time):")
+MAX_FRAME_LINES = 8
+
+# Text that says the model gave no valid action (the call never ran).
+INVALID = re.compile(
+    r"\A\s*(?:failed to parse function arguments|unsupported call|unsupported custom tool call)"
+)
+
+
+# --- detection
+
+
+def _envelope(record: Any) -> bool:
+    return isinstance(record, dict) and isinstance(record.get("type"), str) and "payload" in record
+
+
+def _codex_record(record: Any) -> bool:
+    return _envelope(record) and record["type"] in LINE_TYPES
+
+
+def _marker(record: dict[str, Any]) -> bool:
+    """A field only Codex writes: session_meta's originator/cli_version, or a Codex item."""
+    payload = record.get("payload")
+    if not isinstance(payload, dict):
+        return False
+    kind = record["type"]
+    if kind == "session_meta":
+        return "cli_version" in payload or "originator" in payload
+    if kind == "response_item":
+        return payload.get("type") in CALL_TYPES | OUTPUT_TYPES | {"reasoning", "message"}
+    if kind == "event_msg":
+        return isinstance(payload.get("type"), str)
+    return kind == "turn_context"
+
+
+def claim(sample: Sample) -> Claim:
+    """Codex when the records are `{timestamp, type, payload}` with Codex line types
+    (session_meta, turn_context, response_item, event_msg, compacted, world_state)."""
+    if sample.layout == "json" and _codex_record(sample.top):
+        # one record longer than the 64 KiB head (a long base_instructions)
+        return Claim(0.7, f"the first record, cut by the head, is a Codex {sample.top['type']}")
+    if sample.layout != "jsonl":
+        return Claim.no("not JSONL")
+    records = sample.records
+    if not share(records, _envelope):
+        return Claim.no("no record is {timestamp, type, payload}")
+    fit = share(records, _codex_record)
+    if not fit:
+        return Claim.no("records are {type, payload} but none has a Codex type (session_meta, …)")
+    objects = [r for r in records if _codex_record(r)]
+    types = sorted({r["type"] for r in objects})
+    marked = any(_marker(r) for r in objects)
+    score = min(0.95, 0.5 + 0.35 * fit + (0.1 if marked else 0.0))
+    return Claim(
+        score,
+        f"{fit:.0%} of the records are {{timestamp, type, payload}} with Codex types "
+        f"({', '.join(types)})" + ("" if marked else "; no Codex-only field yet"),
+    )
 
 
 def sniff(head: bytes) -> bool:
-    """JSONL whose first records are `{timestamp, type: session_meta|…, payload}`."""
-    values = head_values(head, max_lines=5)
-    if not values:
-        return False
-    return all(
-        isinstance(v, dict) and v.get("type") in LINE_TYPES and "payload" in v for v in values
-    )
+    """Yes/no form of `claim` (kept for callers that still ask a sniffer)."""
+    return claim(sample_of(head)).score >= 0.5
+
+
+# --- reading
 
 
 @dataclass
 class _State:
     limits: Limits
     steps: list[Step] = field(default_factory=list)
-    calls: dict[str, Step] = field(default_factory=dict)
+    calls: dict[str, Step] = field(default_factory=dict)  # call id -> call awaiting output
+    by_call: dict[str, Step] = field(default_factory=dict)  # call id -> latest call with it
+    explicit: dict[str, bool] = field(default_factory=dict)  # call id -> error, from events
+    soft: set[str] = field(default_factory=set)  # call ids whose signal is item_completed's
+    # running exec session -> its exec_command call (and that call's id)
+    sessions: dict[str, tuple[Step, str]] = field(default_factory=dict)
+    poll_session: dict[str, str] = field(default_factory=dict)  # write_stdin call id -> session
     id_counts: Counter = field(default_factory=Counter)
     turn_calls: list[Step] = field(default_factory=list)
+    expected: dict[tuple[str, str], Counter] = field(default_factory=dict)
     unpaired: dict[tuple[str, str], Counter] = field(default_factory=dict)
     response: int = 0
     in_response: bool = False
@@ -90,6 +225,7 @@ class _State:
     event_reasoning: Step | None = None  # the latest step built from agent_reasoning events
     reasoning_items: list[list[str]] = field(default_factory=list)  # parts no event repeated yet
     skipped: Counter = field(default_factory=Counter)
+    context: Counter = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "codex"})
 
 
@@ -102,6 +238,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     reader.check_not_empty()
     if state.skipped:
         state.meta["skipped_records"] = dict(state.skipped)
+    if state.context:
+        state.meta["context_records"] = dict(state.context)
     run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
     run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
     yield finish_run(reader.skips.apply(run), source=source, limits=limits)
@@ -110,10 +248,12 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
 def _record(state: _State, record: dict[str, Any]) -> None:
     kind, payload = record.get("type"), record.get("payload")
     when = parse_time(record.get("timestamp"))
-    if not isinstance(payload, dict):
+    if kind in CONTEXT_TYPES:
+        state.context[str(kind)] += 1
+    elif not isinstance(payload, dict):
         state.skipped[str(kind)] += 1
     elif kind == "session_meta":
-        _session_meta(state.meta, payload)
+        _session_meta(state.meta, payload, state.limits)
     elif kind == "turn_context":
         _turn_context(state.meta, payload)
     elif kind == "response_item":
@@ -124,28 +264,68 @@ def _record(state: _State, record: dict[str, Any]) -> None:
         state.skipped[str(kind)] += 1
 
 
-def _session_meta(meta: dict[str, Any], payload: dict[str, Any]) -> None:
-    for key, target in (
-        ("id", "session_id"),
-        ("cwd", "cwd"),
-        ("cli_version", "cli_version"),
-        ("originator", "originator"),
-        ("source", "source"),
-        ("model_provider", "model_provider"),
+def _session_meta(meta: dict[str, Any], payload: dict[str, Any], limits: Limits) -> None:
+    session = payload.get("id") or payload.get("session_id")
+    if isinstance(session, str | int) and session != "":
+        ids = meta.setdefault("session_ids", [])
+        if str(session) not in ids and len(ids) < MAX_LISTED:
+            ids.append(str(session))
+        meta.setdefault("session_id", str(session))
+    for key in (
+        "cwd",
+        "cli_version",
+        "originator",
+        "model_provider",
+        "forked_from_id",
+        "agent_nickname",
+        "agent_role",
+        "thread_source",
+        "history_mode",
     ):
-        if payload.get(key) and target not in meta:
-            meta[target] = payload[key] if isinstance(payload[key], str) else str(payload[key])
+        value = payload.get(key)
+        if isinstance(value, str | int | float) and value != "" and key not in meta:
+            meta[key] = str(value)
+    source = payload.get("source")
+    if "source" not in meta and source not in (None, ""):
+        if isinstance(source, dict):
+            meta["source"] = "subagent" if "subagent" in source else next(iter(source), "")
+            if "subagent" in source:
+                meta["subagent"] = clip_json(source["subagent"], limits)
+                parent = _find_key(source["subagent"], "parent_thread_id")
+                if parent is not None:
+                    meta["parent_thread_id"] = str(parent)
+        else:
+            meta["source"] = str(source)
+    if isinstance(payload.get("git"), dict) and "git" not in meta:
+        meta["git"] = clip_json(payload["git"], limits)
+
+
+def _find_key(value: Any, key: str, depth: int = 0) -> Any:
+    """The value under `key` anywhere in a small nested object (a few levels deep)."""
+    if not isinstance(value, dict) or depth > 4:
+        return None
+    if key in value:
+        return value[key]
+    for item in value.values():
+        found = _find_key(item, key, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _turn_context(meta: dict[str, Any], payload: dict[str, Any]) -> None:
-    model = payload.get("model")
+    settings = (payload.get("collaboration_mode") or {}).get("settings") or {}
+    settings = settings if isinstance(settings, dict) else {}
+    model = payload.get("model") or settings.get("model")
     if isinstance(model, str) and model:
         meta.setdefault("model", model)
         if model not in meta.setdefault("models", []):
             meta["models"].append(model)
-    for key in ("effort", "approval_policy"):
-        if payload.get(key) is not None:
-            meta.setdefault(key, payload[key])
+    effort = payload.get("effort", settings.get("reasoning_effort"))
+    if effort is not None:
+        meta.setdefault("effort", effort)
+    if payload.get("approval_policy") is not None:
+        meta.setdefault("approval_policy", payload["approval_policy"])
 
 
 def _add(state: _State, step: Step, when: float | None, *, model: bool) -> Step:
@@ -162,31 +342,34 @@ def _add(state: _State, step: Step, when: float | None, *, model: bool) -> Step:
     return step
 
 
+def _key(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _paired(state: _State, kind: str, text: str, origin: str) -> bool:
-    """Return True when this text is the twin of one already stepped (event vs item)."""
-    key = text.strip()
-    other = "event" if origin == "item" else "item"
-    waiting = state.unpaired.setdefault((kind, other), Counter())
+    """Return True when this text is a copy of a message already stepped from another of
+    the three sources (response item, event, item_completed)."""
+    key = _key(text)
+    waiting = state.expected.setdefault((kind, origin), Counter())
     if waiting[key]:
         waiting[key] -= 1
         return True
-    state.unpaired.setdefault((kind, origin), Counter())[key] += 1
+    for other in ORIGINS:
+        if other != origin:
+            state.expected.setdefault((kind, other), Counter())[key] += 1
     return False
 
 
 def _message(state: _State, kind: str, text: str, when: float | None, origin: str) -> None:
     if kind == "user" and text.lstrip().startswith(INJECTED):
-        _add(state, text_step("system", text, limits=state.limits), when, model=False)
+        if origin != "completed":
+            _add(state, text_step("system", text, limits=state.limits), when, model=False)
         return
     if _paired(state, kind, text, origin):
         return
     if kind == "user":
         state.turn_calls = []
     _add(state, text_step(kind, text, limits=state.limits), when, model=kind != "user")
-
-
-def _key(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _reasoning_item(state: _State, summary: Any, when: float | None) -> None:
@@ -253,14 +436,31 @@ def _response_item(state: _State, payload: dict[str, Any], when: float | None) -
         _call(state, payload, when)
     elif kind in OUTPUT_TYPES:
         _output(state, payload, when)
+    elif kind in CONTEXT_ITEMS:
+        state.context[str(kind)] += 1
     else:
         state.skipped[str(kind)] += 1
 
 
+def _new_call(state: _State, call_id: str, tool: str, args: Any, when: float | None) -> Step:
+    count = state.id_counts[call_id]
+    state.id_counts[call_id] += 1
+    step_id = (call_id if count == 0 else f"{call_id}#{count + 1}") if call_id else None
+    step = tool_step(tool=tool, args=args, limits=state.limits, id=step_id)
+    _add(state, step, when, model=True)
+    state.turn_calls.append(step)
+    if call_id:
+        state.by_call[call_id] = step
+    return step
+
+
 def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
     kind = payload.get("type")
+    invalid = False
     if kind == "function_call":
-        tool, args = payload.get("name"), parse_json_text(payload.get("arguments"))
+        raw = payload.get("arguments")
+        tool, args = payload.get("name"), parse_json_text(raw)
+        invalid = isinstance(raw, str) and raw.strip() != "" and args is raw
     elif kind == "custom_tool_call":
         tool, args = payload.get("name"), {"input": payload.get("input")}
     elif kind == "local_shell_call":
@@ -268,45 +468,153 @@ def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
     else:
         tool, args = "web_search", payload.get("action")
     call_id = str(payload.get("call_id") or payload.get("id") or "")
-    count = state.id_counts[call_id]
-    state.id_counts[call_id] += 1
-    step_id = (call_id if count == 0 else f"{call_id}#{count + 1}") if call_id else None
-    step = tool_step(tool=str(tool or kind), args=args, limits=state.limits, id=step_id)
-    _add(state, step, when, model=True)
-    state.turn_calls.append(step)
+    step = _new_call(state, call_id, str(tool or kind), args, when)
+    if invalid:
+        step.status = "invalid"  # arguments that are not JSON: the call cannot run
     if kind == "web_search_call":
         set_result(step, None, error=payload.get("status") == "failed", limits=state.limits)
     elif call_id:
         state.calls[call_id] = step
+        if step.tool == "write_stdin" and isinstance(args, dict):
+            session = args.get("session_id")
+            if isinstance(session, str | int) and not isinstance(session, bool):
+                state.poll_session[call_id] = str(session)
+
+
+@dataclass(slots=True)
+class Output:
+    """What a call's output says: the result to store and the status signals in it."""
+
+    result: Any
+    error: bool
+    exit_code: int | None = None  # from the framing or the JSON metadata
+    running: str | None = None  # "Process running with session ID N": N
+    invalid: bool = False
+    explicit: bool = False  # an exit code or a flag, not a guess from the text
 
 
 def _output(state: _State, payload: dict[str, Any], when: float | None) -> None:
-    call = state.calls.pop(str(payload.get("call_id") or ""), None)
+    call_id = str(payload.get("call_id") or "")
+    call = state.calls.pop(call_id, None)
     state.in_response = False
     if call is None:
         call = _add(
             state, tool_step(tool="(unknown)", args={}, limits=state.limits), when, model=False
         )
         state.skipped["output_without_call"] += 1
-    result, error = read_output(payload.get("output"))
-    set_result(call, result, error=error, limits=state.limits, ended_at=when)
+    out = read(payload.get("output"))
+    invalid = call.status == "invalid" or out.invalid  # bad arguments, or the harness says so
+    set_result(call, out.result, error=out.error, limits=state.limits, ended_at=when)
+    if invalid:
+        call.status = "invalid"
+    elif call_id in state.explicit:  # an exec_command_end / patch_apply_end came first
+        _set_status(call, state.explicit[call_id])
+    if out.running is not None and call.tool != "write_stdin":
+        state.sessions[out.running] = (call, call_id)
+    session = state.poll_session.pop(call_id, None)
+    if session is not None and out.exit_code is not None:
+        _session_ended(state, session, out.exit_code != 0, when)
+
+
+def _set_status(step: Step, error: bool) -> None:
+    if step.status != "invalid":
+        step.status = "error" if error else "ok"
+
+
+def _session_ended(state: _State, session: str, error: bool, when: float | None) -> None:
+    """The command of exec session `session` ended: its exec_command step gets the status."""
+    call, call_id = state.sessions.pop(session, (None, ""))
+    if call is None:
+        return
+    if call_id not in state.explicit or call_id in state.soft:  # exec_command_end wins
+        _set_status(call, error)
+    if when is not None:
+        call.ended_at = when
+
+
+def read(output: Any) -> Output:
+    """Read a call output: string (text or JSON inside a string), object or content list."""
+    if isinstance(output, list):
+        return read(content_text(output))
+    if isinstance(output, dict):
+        return _read_object(output)
+    if not isinstance(output, str):
+        return Output(output, False)
+    parsed = parse_json_text(output)
+    if isinstance(parsed, dict) and ("output" in parsed or "content" in parsed):
+        return _read_object(parsed)
+    frame = _frame(output)
+    if frame is not None:
+        return frame
+    rule = text_errors.error_rule(output, text_errors.CODEX)
+    return Output(output, rule is not None, invalid=INVALID.match(output) is not None)
+
+
+def _read_object(value: dict[str, Any]) -> Output:
+    """`{"output", "metadata": {"exit_code"}}` (older exec), `{content, success}`,
+    `{content, isError}`, `{type: "input_text", text}`."""
+    if "output" in value and isinstance(value.get("metadata"), dict | None):
+        code = number((value.get("metadata") or {}).get("exit_code"))
+        text = value["output"]
+        if code is not None:
+            return Output(text, code != 0, exit_code=code, explicit=True)
+        inner = read(text) if isinstance(text, str) else Output(text, False)
+        return inner
+    flag = value.get("isError", value.get("is_error"))
+    success = value.get("success")
+    if "content" in value or isinstance(value.get("text"), str):
+        text = content_text(value["content"]) if "content" in value else value["text"]
+        if isinstance(flag, bool):
+            return Output(text, flag, explicit=True)
+        if isinstance(success, bool):
+            return Output(text, not success, explicit=True)
+        return read(text)
+    return Output(value, flag is True or success is False, explicit=True)
+
+
+def _frame(text: str) -> Output | None:
+    """Read the unified-exec framing (or the older `Exit code:` one); None when absent.
+
+    Header lines come first, up to `Output:`; the result keeps them but `Chunk ID` and
+    `Wall time`, which change on every call.
+    """
+    lines = text[:4096].splitlines(keepends=True)
+    kept: list[str] = []
+    exit_code: int | None = None
+    running: str | None = None
+    end = 0
+    for index, line in enumerate(lines[:MAX_FRAME_LINES]):
+        bare = line.rstrip("\r\n")
+        if bare.strip() == "Output:":
+            end = index
+            break
+        match = _FRAME.fullmatch(bare)
+        if match is None:
+            return None
+        code = match.group("exit") or match.group("code")
+        if code is not None:
+            exit_code = int(code)
+        if match.group("session") is not None:
+            running = match.group("session")
+        if not _VOLATILE_LINE.match(bare):
+            kept.append(line)
+    else:
+        end = min(len(lines), MAX_FRAME_LINES)
+        if len(lines) > MAX_FRAME_LINES:
+            return None  # eight header-like lines and no Output: not the framing
+    if exit_code is None and running is None:
+        return None
+    head_chars = sum(len(line) for line in lines[:end])
+    result = "".join(kept) + text[head_chars:]
+    if exit_code is not None:
+        return Output(result, exit_code != 0, exit_code=exit_code, explicit=True)
+    return Output(result, False, running=running)
 
 
 def read_output(output: Any) -> tuple[Any, bool]:
-    """Return (result, is_error) for a call output string (text or JSON inside a string)."""
-    if isinstance(output, dict):
-        output = json.dumps(output)
-    if not isinstance(output, str):
-        return output, False
-    parsed = parse_json_text(output)
-    if isinstance(parsed, dict) and "output" in parsed:
-        code = number((parsed.get("metadata") or {}).get("exit_code"))
-        text = parsed["output"]
-        return text, (code not in (None, 0)) or text_errors.matches(text, text_errors.CODEX)
-    match = EXIT_CODE.search(output[:500])
-    if match:
-        return WALL_TIME.sub("", output, count=1), int(match.group(1)) != 0
-    return output, text_errors.matches(output, text_errors.CODEX)
+    """Return (result, is_error) for a call output (see `read`)."""
+    out = read(output)
+    return out.result, out.error
 
 
 def _event(state: _State, payload: dict[str, Any], when: float | None) -> None:
@@ -321,8 +629,125 @@ def _event(state: _State, payload: dict[str, Any], when: float | None) -> None:
         _tokens(state, payload.get("info"))
     elif kind == "turn_aborted":
         _aborted(state, str(payload.get("reason") or "aborted"), when)
+    elif kind == "exec_command_end":
+        _exec_end(state, payload, when)
+    elif kind == "patch_apply_end":
+        success = payload.get("success")
+        if isinstance(success, bool):
+            _signal(state, str(payload.get("call_id") or ""), not success)
+    elif kind == "mcp_tool_call_end":
+        _mcp_end(state, payload, when)
+    elif kind == "item_completed":
+        _item_completed(state, payload.get("item"), when)
+    elif kind == "collab_agent_spawn_end":
+        _spawned(state, payload)
+    elif kind in ("error", "stream_error"):
+        text = f"error: {payload.get('message') or ''}".rstrip()
+        _add(state, text_step("system", text, limits=state.limits), when, model=False)
+    elif kind in CONTEXT_EVENTS:
+        state.context[f"event:{kind}"] += 1
     else:
         state.skipped[f"event:{kind}"] += 1
+
+
+def _signal(state: _State, call_id: str, error: bool, *, soft: bool = False) -> None:
+    """An explicit status for a call, from an event: kept for an output still to come, and
+    applied at once to a call that already has its output. `soft` (item_completed) never
+    overrides a signal from an *_end event."""
+    if not call_id:
+        return
+    if soft and call_id in state.explicit and call_id not in state.soft:
+        return
+    state.explicit[call_id] = error
+    if soft:
+        state.soft.add(call_id)
+    else:
+        state.soft.discard(call_id)
+    call = state.by_call.get(call_id)
+    if call is not None and call_id not in state.calls:
+        _set_status(call, error)
+
+
+def _exec_end(state: _State, payload: dict[str, Any], when: float | None) -> None:
+    code = number(payload.get("exit_code"))
+    status = payload.get("status")
+    if code is None and status not in ("failed", "declined", "completed"):
+        return
+    error = (code is not None and code != 0) or status in ("failed", "declined")
+    call_id = str(payload.get("call_id") or "")
+    _signal(state, call_id, error)
+    session = payload.get("process_id")
+    if session is not None and str(session) in state.sessions:
+        call, _ = state.sessions.pop(str(session))
+        _set_status(call, error)
+        if when is not None:
+            call.ended_at = when
+
+
+def _mcp_end(state: _State, payload: dict[str, Any], when: float | None) -> None:
+    result = payload.get("result")
+    if isinstance(result, dict) and "Err" in result:
+        text, error = result["Err"], True
+    elif isinstance(result, dict) and isinstance(result.get("Ok"), dict):
+        ok = result["Ok"]
+        text = content_text(ok.get("content"))
+        error = ok.get("isError", ok.get("is_error")) is True
+    else:
+        return
+    call_id = str(payload.get("call_id") or "")
+    if call_id and call_id in state.by_call:
+        _signal(state, call_id, error)
+        return
+    invocation = payload.get("invocation") if isinstance(payload.get("invocation"), dict) else {}
+    tool = "__".join(str(invocation.get(k)) for k in ("server", "tool") if invocation.get(k))
+    step = _new_call(state, call_id, tool or "(mcp)", invocation.get("arguments"), when)
+    set_result(step, text, error=error, limits=state.limits, ended_at=when)
+
+
+def _item_completed(state: _State, item: Any, when: float | None) -> None:
+    """0.149: a completed item. Messages pair with their other copies; tool items only lend
+    their explicit status to the call already read (never a second step)."""
+    if not isinstance(item, dict):
+        state.context["event:item_completed"] += 1
+        return
+    kind = str(item.get("type") or "").lower().replace("_", "")
+    if kind in ("usermessage", "agentmessage"):
+        text = content_text(item.get("content")) if "content" in item else item.get("text")
+        if isinstance(text, str) and _key(text):
+            role = "user" if kind == "usermessage" else "assistant"
+            _message(state, role, text, when, "completed")
+            return
+    state.context["event:item_completed"] += 1
+    call_id = str(item.get("call_id") or item.get("id") or "")
+    if call_id not in state.by_call:
+        return
+    code = number(item.get("exit_code", item.get("exitCode")))
+    result = item.get("result")
+    flag = result.get("isError") if isinstance(result, dict) else None
+    status = item.get("status")
+    if code is not None:
+        _signal(state, call_id, code != 0, soft=True)
+    elif isinstance(flag, bool):
+        _signal(state, call_id, flag, soft=True)
+    elif status in ("failed", "declined", "error"):
+        _signal(state, call_id, True, soft=True)
+
+
+def _spawned(state: _State, payload: dict[str, Any]) -> None:
+    agents = state.meta.setdefault("spawned_agents", [])
+    if len(agents) >= MAX_LISTED:
+        return
+    agent = {
+        key: str(payload[target])
+        for key, target in (
+            ("thread_id", "new_thread_id"),
+            ("role", "new_agent_role"),
+            ("model", "model"),
+        )
+        if payload.get(target) not in (None, "")
+    }
+    if agent:
+        agents.append(agent)
 
 
 def _tokens(state: _State, info: Any) -> None:

@@ -40,7 +40,8 @@ def test_fixture_counts():
     assert len(calls) == 9
     assert sum(1 for s in calls if s.status == "error") == 4
     assert run.metadata["model"] == "gpt-5-codex"
-    assert run.metadata["skipped_records"] == {"ghost_snapshot": 1, "output_without_call": 1}
+    assert run.metadata["skipped_records"] == {"output_without_call": 1}
+    assert run.metadata["context_records"] == {"ghost_snapshot": 1}  # an undo checkpoint
 
 
 def test_user_text_is_not_duplicated_and_context_is_system():
