@@ -170,6 +170,10 @@ CODEX = rules(
     ("bad arguments", r"\A\s*failed to parse function arguments"),
     ("execution error", r"\A\s*execution error:"),
     ("aborted", r"\A\s*aborted\b"),
+    # unified exec (0.100+): "exec_command failed for `…`: CreateProcess {…}",
+    # "write_stdin failed: Unknown process id 5"; "unsupported call: <tool>"
+    ("tool failed", r"\A\s*(?:exec_command|write_stdin|apply_patch) failed\b"),
+    ("unsupported call", r"\A\s*unsupported (?:custom tool )?call\b"),
 )
 
 
