@@ -1,18 +1,32 @@
 """Shared builder for the message-list formats (chat, responses, anthropic): not an importer.
 
-A `Conversation` turns messages into the steps of one linear run (no parent ids) and pairs
-each tool result with its call:
+A `Conversation` turns messages into the steps of one run and pairs each tool result with
+its call:
 
 - a result names its call by id; ids may repeat inside a run (tau-bench reuses them), so a
   result goes to the **earliest still-unanswered call with that id**;
-- a result without an id goes to the earliest unanswered call of the latest batch (with the
-  same tool name when the result gives one): position is all there is to go by;
+- a result without an id goes to the earliest unanswered call of the latest batch of its
+  branch (with the same tool name when the result gives one): position is all there is;
 - a result that still matches nothing is kept as a tool_call step of its own with tool
   "(unknown)" (or the name the result gives), args None, and a warning: nothing is lost and a
   detector still sees failing results;
 - a call that never gets a result keeps result None (status "ok").
 
+Branches (inlined sub-agents): a run is linear (no parent ids) until a message names a
+sub-agent. `branch(child)` gives the parent id for that child's steps: the sub-agent call
+(`Task`, `Agent`, `spawn_agent`, ... see `starts_subagent`) that started it, chosen once, at
+the child's first message: the unclaimed call whose prompt is the child's first text, else
+the earliest unclaimed one of the latest batch that has one, else the latest such call
+(even if claimed), else no parent (the child hangs from the root). Main-line steps keep
+parent_id None, so a parent's later calls never see the child's (detection/model.py).
+
+Errors a result shows only in its text: `result_error` (text_errors' common table plus the
+format's own rules); an explicit flag always wins.
+
 Step ids are the source's ids made unique within the run (a repeated id gets "#2", "#3").
+
+Detection helpers (`messages_in`, `chat_marks`, `anthropic_marks`) read a `detect.Sample`
+once for the three formats, so each one's claim can name the fields that decide between them.
 """
 
 from __future__ import annotations
@@ -20,10 +34,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from detection.model import Run, Step
 
+from . import text_errors
 from .content import content_text
 from .errors import Skips, TooManySteps, TraceError
 from .reading import (
@@ -38,24 +54,76 @@ from .reading import (
 )
 
 UNKNOWN_TOOL = "(unknown)"
-_ERROR_TEXT = re.compile(r"\s*error\s*:", re.IGNORECASE)
+
+# The message-list formats' own text rule (tau-bench, Responses): a result that *starts* with
+# `Error:` (any case, leading blanks ignored). The common table's "error line" rule wants
+# `Error: <text>` at a line start; this one also takes `error:` with nothing after it.
+ERROR_PREFIX = text_errors.rules(("error prefix", r"(?i)\A\s*error\s*:"))
 
 
 def text_is_error(text: Any) -> bool:
     """Return whether a result reports an error in its text: it starts with `Error:`."""
-    return isinstance(text, str) and _ERROR_TEXT.match(text) is not None
+    return text_errors.error_rule(text, ERROR_PREFIX, common=False) is not None
+
+
+def result_error(
+    text: Any, flag: Any = None, *, extra: tuple[text_errors.Rule, ...] = ERROR_PREFIX
+) -> bool:
+    """Return whether a tool result failed: an explicit boolean `flag` (`is_error`) wins;
+    without one, the text decides by text_errors' common rules and the format's `extra`."""
+    if isinstance(flag, bool):
+        return flag
+    return text_errors.error_rule(text, extra) is not None
+
+
+# Tool names that start a sub-agent (compared lower-cased, `-` and spaces read as `_`).
+SUBAGENT_TOOLS = frozenset(
+    {
+        "task",
+        "agent",
+        "dispatch_agent",
+        "spawn_agent",
+        "spawn_subagent",
+        "subagent",
+        "sub_agent",
+        "run_subagent",
+        "run_agent",
+        "launch_agent",
+        "start_agent",
+        "call_agent",
+        "create_agent",
+        "create_subagent",
+        "new_task",
+        "delegate",
+        "delegate_task",
+        "handoff",
+    }
+)
+PROMPT_KEYS = ("prompt", "description", "task", "message", "instructions", "query")
+
+
+def starts_subagent(tool: Any) -> bool:
+    """Return whether a tool call of this name starts a sub-agent (see SUBAGENT_TOOLS)."""
+    if not isinstance(tool, str):
+        return False
+    key = re.sub(r"[-\s]+", "_", tool.strip().lower())
+    return key in SUBAGENT_TOOLS or key.endswith(("subagent", "sub_agent"))
 
 
 class Conversation:
-    """The steps of one linear run, built message by message."""
+    """The steps of one run, built message by message (branches: see the module rules)."""
 
     def __init__(self, run: Run, *, limits: Limits, skips: Skips, source: str) -> None:
         self.run, self.limits, self.skips, self.source = run, limits, skips, source
+        self.parent: str | None = None  # parent_id of the steps added now (a branch's call)
         self._open: dict[str, list[Step]] = {}  # call id -> unanswered calls, earliest first
         self._answered: set[int] = set()  # seq of calls that got their result
-        self._batch: list[Step] = []  # the calls of the latest message that issued any
+        self._batches: dict[str | None, list[Step]] = {}  # branch -> calls of its latest batch
         self._ids: dict[str, int] = {}
         self._call_ids: dict[int, str] = {}  # seq -> the call id as the source wrote it
+        self._spawns: list[Step] = []  # calls that start a sub-agent, in order
+        self._claimed: set[int] = set()  # seq of spawns that a child already took
+        self._children: dict[str, str | None] = {}  # child id -> its parent step id
         self.state: dict[str, Any] = {}  # per-format reading state (e.g. the current batch)
 
     def add_each(self, items: Any, add: Callable[[Any, int], None], *, field: str) -> None:
@@ -70,6 +138,8 @@ class Conversation:
                 self.skips.add(
                     TraceError(exc.reason, source=self.source, field=f"{field}[{index}]")
                 )
+            finally:
+                self.parent = None
 
     def _add(self, step: Step) -> Step:
         if len(self.run.steps) >= self.limits.max_steps:
@@ -82,9 +152,44 @@ class Conversation:
             self._ids[step.id] = count
             if count > 1:
                 step.id = f"{step.id}#{count}"
+        if step.parent_id is None:
+            step.parent_id = self.parent
         step.seq = len(self.run.steps)
         self.run.steps.append(step)
         return step
+
+    # -- branches
+
+    def branch(self, child: str, text: Any = None) -> str | None:
+        """Return the parent id for the steps of sub-agent `child` (chosen at its first
+        message, whose text may match the prompt of the call that started it)."""
+        if child in self._children:
+            return self._children[child]
+        parent = self._spawn_for(text if isinstance(text, str) else None)
+        if parent is not None:
+            self._claimed.add(parent.seq)
+        self._children[child] = None if parent is None else parent.id
+        self.run.metadata.setdefault("subagents", 0)
+        self.run.metadata["subagents"] += 1
+        return self._children[child]
+
+    def _spawn_for(self, text: str | None) -> Step | None:
+        unclaimed = [step for step in self._spawns if step.seq not in self._claimed]
+        if text and text.strip():
+            wanted = text.strip()
+            for step in unclaimed:
+                args = step.args if isinstance(step.args, dict) else {}
+                if any(
+                    isinstance(args.get(k), str) and args[k].strip() == wanted for k in PROMPT_KEYS
+                ):
+                    return step
+        if unclaimed:
+            batch = unclaimed[-1].batch_id
+            same = [s for s in unclaimed if batch is not None and s.batch_id == batch]
+            return same[0] if same else unclaimed[-1]
+        return self._spawns[-1] if self._spawns else None
+
+    # -- steps
 
     def message(self, kind: str, text: Any, *, id: str | None = None, **extra: Any) -> Step:
         """Add a user/assistant/system/reasoning step."""
@@ -113,9 +218,14 @@ class Conversation:
         if call_id is not None:
             self._open.setdefault(call_id, []).append(step)
             self._call_ids[step.seq] = call_id
-        if not self._batch or self._batch[0].batch_id != batch_id or batch_id is None:
-            self._batch = []
-        self._batch.append(step)
+        batch = self._batches.get(self.parent)
+        if not batch or batch[0].batch_id != batch_id or batch_id is None:
+            batch = self._batches[self.parent] = []
+        batch.append(step)
+        if starts_subagent(name):
+            if step.id is None:
+                step.id = f"call-{step.seq}"  # a child's parent_id needs an id to name
+            self._spawns.append(step)
         return step
 
     def result(
@@ -139,29 +249,38 @@ class Conversation:
             )
         self._answered.add(step.seq)
         step.result = value
-        step.status = "error" if error else "ok"
+        if step.status != "invalid":  # a call the model wrote wrong stays invalid
+            step.status = "error" if error else "ok"
         return step
 
     def complete(self, step: Step, result: Any, *, error: bool) -> None:
         """Give a call that carries its own result (built-in tools) that result."""
         self._answered.add(step.seq)
-        waiting = self._open.get(self._call_ids.get(step.seq, ""), [])
-        self._open[self._call_ids.get(step.seq, "")] = [w for w in waiting if w is not step]
+        self._forget(step)
         step.result = clip_json(result, self.limits)
         step.status = "error" if error else "ok"
+
+    def warn(self, message: str) -> None:
+        """Add a warning to the run (a value read in part, an unknown field)."""
+        self._warn(f"{self.source}: {message}")
 
     def _warn(self, message: str) -> None:
         if len(self.run.warnings) < 100:
             self.run.warnings.append(message)
 
+    def _forget(self, step: Step) -> None:
+        key = self._call_ids.get(step.seq, "")
+        waiting = self._open.get(key)
+        if waiting:
+            self._open[key] = [w for w in waiting if w is not step]
+
     def _match(self, call_id: str | None, name: Any) -> Step | None:
         if call_id is not None:
             waiting = self._open.get(call_id)
             return waiting.pop(0) if waiting else None
-        for step in self._batch:
+        for step in self._batches.get(self.parent, ()):
             if step.seq not in self._answered and (not name or step.tool == name):
-                waiting = self._open.get(self._call_ids.get(step.seq, ""), [])
-                self._open[self._call_ids.get(step.seq, "")] = [w for w in waiting if w is not step]
+                self._forget(step)
                 return step
         return None
 
@@ -302,3 +421,190 @@ def _take_skips(run: Run, skips: Skips) -> Run:
     skips.apply(run)
     skips.count, skips.warnings = 0, []
     return run
+
+
+# --- detection: what the first records show of message lists (for the three claims)
+
+MAX_SAMPLE_MESSAGES = 400
+SUBAGENT_ROLE = re.compile(r"^(?P<base>[a-z]+)[-_]sub-?agent[-_:](?P<child>.+)$", re.IGNORECASE)
+# Keys that only other formats put beside (or instead of) a message list.
+FOREIGN_KEYS = {
+    "trajectory_format": "mini-swe-agent",
+    "trajectory": "SWE-agent",
+    "history": "SWE-agent/OpenHands",
+    "sessionId": "Claude Code/Gemini CLI",
+    "projectHash": "Gemini CLI",
+    "parentUuid": "Claude Code",
+    "uuid": "Claude Code",
+    "payload": "Codex rollout",
+    "resourceSpans": "OTLP",
+    "children": "tree JSON",
+}
+FOREIGN_INFO = {"exit_status", "mini_version", "submission", "model_stats"}
+
+
+@dataclass(slots=True)
+class Messages:
+    """What a sample shows of message lists, read once for every message-list claim."""
+
+    holders: list[dict] = field(default_factory=list)  # objects holding a message list
+    messages: list[dict] = field(default_factory=list)  # objects with a `role`, in order
+    records: int = 0  # top-level records looked at
+    fitting: int = 0  # of those: a message, a message list, or an object holding one
+    foreign: str = ""  # "`key` (format)" when a record carries another format's key
+
+    @property
+    def fit(self) -> float:
+        """The share of records that are messages or conversations (metadata left out)."""
+        return self.fitting / self.records if self.records else 0.0
+
+
+def base_role(role: Any) -> tuple[str | None, str | None]:
+    """Return (base role, sub-agent id) of a role string: `assistant-subagent-7` gives
+    ("assistant", "7"), `user` gives ("user", None); a non-string gives (None, None)."""
+    if not isinstance(role, str):
+        return None, None
+    text = role.strip()
+    match = SUBAGENT_ROLE.match(text)
+    if match:
+        return match["base"].lower(), match["child"]
+    return text.lower(), None
+
+
+def _foreign(value: dict) -> str:
+    for key, what in FOREIGN_KEYS.items():
+        if key in value:
+            return f"`{key}` ({what})"
+    info = value.get("info")
+    if isinstance(info, dict) and FOREIGN_INFO & set(info):
+        return f"`info.{sorted(FOREIGN_INFO & set(info))[0]}` (mini-swe-agent)"
+    return ""
+
+
+def messages_in(sample: Any, keys: tuple[str, ...] = ("messages", "traj")) -> Messages:
+    """Collect the messages a `detect.Sample` shows: records that are messages (objects with
+    a `role`), message arrays, and objects holding a message list under one of `keys`
+    (also as the items of a top-level array or a JSONL line's array)."""
+    found = Messages()
+
+    def take(items: list) -> bool:
+        got = [item for item in items if isinstance(item, dict) and "role" in item]
+        room = MAX_SAMPLE_MESSAGES - len(found.messages)
+        found.messages.extend(got[: max(room, 0)])
+        return bool(got)
+
+    def holder(value: dict) -> bool:
+        for key in keys:
+            if isinstance(value.get(key), list):
+                found.foreign = found.foreign or _foreign(value)
+                found.holders.append(value)
+                return take(value[key]) or not value[key]
+        return False
+
+    for record in sample.records:
+        found.records += 1
+        if isinstance(record, dict):
+            if holder(record):
+                found.fitting += 1
+            elif "role" in record:
+                found.foreign = found.foreign or _foreign(record)
+                found.fitting += take([record])
+            elif _foreign(record):
+                found.foreign = found.foreign or _foreign(record)
+        elif isinstance(record, list) and (
+            take(record) or any(holder(item) for item in record if isinstance(item, dict))
+        ):
+            found.fitting += 1
+    return found
+
+
+def _parts(message: dict) -> list[dict]:
+    content = message.get("content")
+    return [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+
+
+def _named(found: set[str], order: list[str]) -> list[str]:
+    return [mark for mark in order if mark in found]
+
+
+CHAT_PART_TYPES = ("image_url", "input_audio", "file")
+CHAT_MARK_ORDER = [
+    'role "tool"',
+    '"tool_calls"',
+    '"tool_call_id"',
+    '"function_call"',
+    'role "function"',
+    'role "system"',
+    'role "developer"',
+    '"image_url" part',
+    '"input_audio" part',
+    '"file" part',
+    '"reasoning_content"',
+    "sub-agent roles",
+    '"traj" (tau-bench)',
+]
+
+
+def chat_marks(found: Messages) -> list[str]:
+    """The chat-only fields the sample shows, in CHAT_MARK_ORDER: things an Anthropic
+    message list never holds (a `tool` role, `tool_calls`, a system role in the list, ...)."""
+    marks: set[str] = set()
+    for message in found.messages:
+        role, child = base_role(message.get("role"))
+        if role in ("tool", "function", "system", "developer"):
+            marks.add(f'role "{role}"')
+        if child is not None:
+            marks.add("sub-agent roles")
+        for key in ("tool_calls", "tool_call_id", "function_call", "reasoning_content"):
+            if key in message and message[key] not in (None, []):
+                marks.add(f'"{key}"')
+        for part in _parts(message):
+            if part.get("type") in CHAT_PART_TYPES:
+                marks.add(f'"{part["type"]}" part')
+    if any(isinstance(h.get("traj"), list) for h in found.holders):
+        marks.add('"traj" (tau-bench)')
+    return _named(marks, CHAT_MARK_ORDER)
+
+
+ANTHROPIC_BLOCKS = (
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+)
+ANTHROPIC_MARK_ORDER = [
+    *(f'"{block}" block' for block in ANTHROPIC_BLOCKS),
+    '"image" block with "source"',
+    'top-level "system"',
+    '"anthropic_version"',
+    '"stop_reason"',
+]
+
+
+def anthropic_marks(found: Messages) -> list[str]:
+    """The Anthropic-only things the sample shows, in ANTHROPIC_MARK_ORDER: content blocks
+    (`tool_use`, `tool_result`, `thinking`, ...), a `system` beside `messages`, ..."""
+    marks: set[str] = set()
+    for message in found.messages:
+        if "stop_reason" in message:
+            marks.add('"stop_reason"')
+        for part in _parts(message):
+            kind = part.get("type")
+            if kind in ANTHROPIC_BLOCKS:
+                marks.add(f'"{kind}" block')
+            elif kind == "image" and isinstance(part.get("source"), dict):
+                marks.add('"image" block with "source"')
+    for holder in found.holders:
+        if "system" in holder and isinstance(holder.get("messages"), list):
+            marks.add('top-level "system"')
+        if "anthropic_version" in holder:
+            marks.add('"anthropic_version"')
+    return _named(marks, ANTHROPIC_MARK_ORDER)
+
+
+def join(marks: list[str], most: int = 4) -> str:
+    """Name the first few marks for a reason ("role "tool", "tool_calls" and 2 more")."""
+    shown = ", ".join(marks[:most])
+    return shown + (f" and {len(marks) - most} more" if len(marks) > most else "")
