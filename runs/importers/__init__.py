@@ -22,6 +22,7 @@ from typing import IO, Protocol
 from detection.model import Run
 
 from . import (
+    agents_sdk,
     anthropic,
     chat,
     claude_code,
@@ -77,6 +78,7 @@ IMPORTERS: dict[str, Importer] = {
         mini_swe_agent,
         swe_agent,
         openhands,
+        agents_sdk,
         tau2,
         otlp,
         tree_json,

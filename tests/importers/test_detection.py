@@ -39,6 +39,7 @@ EXPECTED = [
     ("importers", "tree", "tree"),
     ("importers", "native", "native"),
     ("importers", "tau2", "tau2"),
+    ("importers", "openai_agents", "openai-agents"),
     ("importers", "generic", None),
 ]
 

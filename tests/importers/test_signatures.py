@@ -158,6 +158,12 @@ def tau2(args: Any) -> bytes:
     return document({"info": {}, "tasks": [], "simulations": [sim]})
 
 
+def openai_agents(args: Any) -> bytes:
+    data = {"type": "function", "name": "f", "input": args, "output": "ok"}
+    span = {"object": "trace.span", "id": "span_1", "trace_id": "trace_1", "span_data": data}
+    return jsonl(span)
+
+
 #: format name -> (file builder, whether the format carries arguments as JSON text)
 FORMATS = {
     "native": (native, False),
@@ -172,6 +178,7 @@ FORMATS = {
     "swe-agent": (swe_agent, True),
     "otlp": (otlp, True),
     "tau2": (tau2, False),
+    "openai-agents": (openai_agents, True),
 }
 
 
