@@ -33,16 +33,20 @@ Events -> steps (linear: parent_id stays None; `cause` is used only to pair):
   failed `tool_call` step of its own (tool = `tool_call_metadata.function_name`, else
   "(error)"); any other observation whose action is unknown -> its own step likewise.
 - `tool_call_id` repeats across runs (`toolu_01…`), so nothing is keyed by it.
+
+Reading streams: the GUI array is read event by event (reading.iter_document, prefix
+`item`); an eval line is read up to max_line_bytes and then streamed too (reading.iter_members:
+`history` event by event, only the row fields of the metadata built, the dataset row
+`instance` and `test_result` skipped). A bad line (not JSON, too long, no `history`) is
+skipped and counted on the next run (the last run for lines after it).
 """
 
 from __future__ import annotations
 
 import io
 import os
-import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from detection.model import Run, Step
@@ -50,8 +54,9 @@ from detection.model import Run, Step
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, fnumber, number, parse_time
-from .errors import TraceError
-from .reading import JsonlReader, Limits, head_text, read_document
+from .detect import Claim, Sample, share
+from .errors import Skips, TooManySteps, TraceError
+from .reading import Limits, first_byte, iter_document, iter_members
 
 name = "openhands"
 label = "OpenHands trajectory / eval output"
@@ -71,59 +76,161 @@ NOISE = {
 MESSAGE_ACTIONS = {"message", "system"}
 SKIPPED_ACTIONS = {"recall", "change_agent_state"}
 SKIPPED_OBSERVATIONS = {"agent_state_changed", "null"}
-_EVENT = re.compile(r'"(action|observation)"\s*:\s*"')
-_SOURCE = re.compile(r'"source"\s*:\s*"(agent|user|environment)"')
+ROW_FIELDS = frozenset(
+    (
+        "instance_id",
+        "instruction",
+        "metadata",
+        "metrics",
+        "error",
+        "success",
+        "issue_type",
+        "max_iterations",
+    )
+)
 
 
-def sniff(head: bytes) -> bool:
-    """A bare array of OpenHands events, or JSONL objects with `history` of OpenHands events."""
-    text = head_text(head, len(head))
-    if text.startswith("["):
-        first = text[:4000]
-        return re.match(r"\[\s*\{", first) is not None and bool(
-            _SOURCE.search(first) and _EVENT.search(first)
+def claim(sample: Sample) -> Claim:
+    """A bare array of OpenHands events (`action`/`observation` with a `source`), or objects
+    (JSONL rows, or one document) whose `history` holds such events, beside eval fields."""
+    top = sample.top
+    if sample.layout == "json" and isinstance(top, list):
+        events = [e for e in top if isinstance(e, dict)]
+        fit = share(events, _is_event)
+        sourced = any(_is_event(e) and e.get("source") in SOURCES for e in events)
+        if fit == 0 or not sourced:
+            return Claim.no(
+                "the array's items are not OpenHands events (`action`/`observation` with `source`)"
+            )
+        return Claim(round(0.6 + 0.3 * fit, 2), f"an array of OpenHands events ({fit:.0%})")
+    rows = sample.objects() if sample.layout == "jsonl" else [top] if isinstance(top, dict) else []
+    if not rows:
+        return Claim.no("no JSON object or array of events")
+    if any(isinstance(r.get("trajectory"), list) for r in rows):
+        return Claim.no("a `trajectory` array (SWE-agent), not `history`")
+    with_history = [r for r in rows if isinstance(r.get("history"), list)]
+    marked = share(rows, _has_eval_fields)
+    events = [e for r in with_history for e in _flatten(r["history"])[:50]]
+    fit = share(events, _is_event)
+    if with_history and fit > 0:
+        score = 0.7 + 0.1 * fit + 0.1 * marked
+        return Claim(
+            round(score, 2),
+            f"`history` of OpenHands events ({fit:.0%})"
+            + (" beside eval fields (`instance_id`, `instruction`, `metadata`)" if marked else ""),
         )
-    if not text.startswith("{") or re.search(r'"trajectory"\s*:\s*\[', text):
-        return False
-    history = re.search(r'"history"\s*:\s*\[', text)
-    marker = any(f'"{k}"' in text for k in ("instance_id", "instruction", "agent_class"))
-    if history and marker and _EVENT.search(text, history.end()):
-        return True
-    return '"agent_class"' in text and '"llm_config"' in text and marker
+    if marked and any(
+        isinstance(r.get("metadata"), dict) and "agent_class" in r["metadata"] for r in rows
+    ):
+        return Claim(0.6, "eval rows with `metadata.agent_class` (no event seen yet)")
+    return Claim.no("no `history` of OpenHands events")
+
+
+SOURCES = {"agent", "user", "environment"}
+
+
+def _is_event(event: Any) -> bool:
+    return isinstance(event, dict) and (
+        isinstance(event.get("action"), str) or isinstance(event.get("observation"), str)
+    )
+
+
+def _has_eval_fields(row: dict[str, Any]) -> bool:
+    return any(key in row for key in ("instance_id", "instruction", "agent_class")) or (
+        isinstance(row.get("metadata"), dict) and "agent_class" in row["metadata"]
+    )
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield one run per eval line, or the one run of a GUI export."""
+    """Yield one run per eval line, or the one run of a GUI export, event by event."""
     if not hasattr(stream, "peek"):
         stream = io.BufferedReader(stream)  # type: ignore[arg-type]
-    first = stream.peek(64).lstrip()[:1]  # type: ignore[attr-defined]
-    if first == b"[":
-        events = read_document(stream, source=source, limits=limits)
-        if not isinstance(events, list):
-            raise TraceError("expected a JSON array of events", source=source)
-        yield _run(os.path.basename(source) or "run", events, {}, limits, source)
+    if first_byte(stream) == b"[":
+        builder = _Builder(limits, source)
+        for index, event in enumerate(iter_document(stream, "item", source=source, limits=limits)):
+            builder.add(event, index)
+        yield _run(os.path.basename(source) or "run", builder, {}, limits, source)
         return
-    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    for number_, row in reader:
-        history = row.get("history")
-        if not isinstance(history, list):
-            reader.reject(
-                TraceError("no `history` array", source=source, line=number_, field="history")
+    yield from _eval_runs(stream, source=source, limits=limits)
+
+
+def _eval_runs(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """One run per line; each line is streamed too (its `history` event by event, the
+    dataset row `instance` and `test_result` skipped), so a long line is not held twice."""
+    skips = Skips()
+    base = os.path.basename(source) or "run"
+    pending: Run | None = None
+    for line, raw in _lines(stream, limits, skips, source):
+        try:
+            run = _eval_run(raw, line, base, limits, source)
+        except TooManySteps:
+            raise
+        except TraceError as exc:
+            skips.add(TraceError(exc.reason, source=source, line=line, field=exc.field))
+            continue
+        if pending is not None:
+            yield pending
+        pending = run
+        skips.apply(run)  # what was skipped before this run goes on it
+        skips.count, skips.warnings = 0, []
+    if pending is None:
+        raise skips.first or TraceError("empty file: no records", source=source)
+    yield skips.apply(pending)  # and what came after the last run, on the last
+
+
+def _eval_run(raw: bytes, line: int, base: str, limits: Limits, source: str) -> Run:
+    builder = _Builder(limits, source)
+    row: dict[str, Any] = {}
+    seen = False
+    members = iter_members(
+        io.BytesIO(raw),
+        source=source,
+        limits=limits,
+        arrays={"history": None},
+        keep=ROW_FIELDS | {"history"},
+    )
+    for key, index, value in members:
+        if key == "history" and index is not None:
+            seen = True
+            builder.add(value, index)
+        elif key != "history":
+            row[key] = value
+    if not seen and not isinstance(row.get("history"), list):
+        raise TraceError("no `history` array", field="history")
+    run_id = str(row.get("instance_id") or f"{base}:{line}")
+    return _run(run_id, builder, row, limits, source)
+
+
+def _lines(
+    stream: IO[bytes], limits: Limits, skips: Skips, source: str
+) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines with their numbers; a line over max_line_bytes is skipped and
+    counted without being held (it is read past in pieces)."""
+    limit = limits.max_line_bytes
+    number = 0
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            size = len(raw)
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(1 << 20)
+                size += len(raw)
+            skips.add(
+                TraceError(
+                    f"line is over {size - 1} bytes, over the limit of {limit}",
+                    source=source,
+                    line=number,
+                )
             )
             continue
-        run_id = str(row.get("instance_id") or f"{os.path.basename(source) or 'run'}:{number_}")
-        run = _run(run_id, history, row, limits, source)
-        yield reader.skips.apply(run)
-    reader.check_not_empty()
+        if raw.strip():
+            yield number, raw
 
 
-def _run(run_id: str, history: list[Any], row: dict[str, Any], limits: Limits, source: str) -> Run:
-    events = _flatten(history)
-    builder = _Builder(limits)
-    if any(isinstance(e, dict) and "id" in e for e in events):
-        builder.current(events)
-    else:
-        builder.legacy(events)
+def _run(run_id: str, builder: _Builder, row: dict[str, Any], limits: Limits, source: str) -> Run:
     meta = _metadata(row)
     if builder.skipped:
         meta["skipped_events"] = dict(builder.skipped)
@@ -131,45 +238,59 @@ def _run(run_id: str, history: list[Any], row: dict[str, Any], limits: Limits, s
     return finish_run(run, source=source, limits=limits)
 
 
-def _flatten(history: list[Any]) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
+def _flatten(history: list[Any]) -> list[Any]:
+    events: list[Any] = []
     for item in history:
         if isinstance(item, list):  # oldest schema: [action, observation] pairs
-            events.extend(e for e in item if isinstance(e, dict))
-        elif isinstance(item, dict):
+            events.extend(item)
+        else:
             events.append(item)
     return events
 
 
-@dataclass
 class _Builder:
-    limits: Limits
-    steps: list[Step] = field(default_factory=list)
-    skipped: Counter = field(default_factory=Counter)
-    responses: set[str] = field(default_factory=set)
+    """The steps of one run, built event by event.
 
-    def current(self, events: list[dict[str, Any]]) -> None:
-        actions: dict[Any, Step | None] = {}
-        for event in events:
-            if "action" in event:
-                actions[event.get("id")] = self.action(event, event.get("args") or {})
-            elif "observation" in event:
-                cause = event.get("cause")
-                self.observation(
-                    event,
-                    actions.get(cause),
-                    known=cause in actions,
-                    extras=event.get("extras") or {},
-                )
+    An observation with a `cause` key (current schema) answers the action with that id; one
+    without (legacy schema) answers the action just before it. Actions are kept by id until
+    the run ends: that is the run itself.
+    """
 
-    def legacy(self, events: list[dict[str, Any]]) -> None:
-        waiting: Step | None = None
-        for event in events:
-            if "action" in event:
-                waiting = self.action(event, event)
+    def __init__(self, limits: Limits, source: str) -> None:
+        self.limits, self.source = limits, source
+        self.steps: list[Step] = []
+        self.skipped: Counter = Counter()
+        self.responses: set[str] = set()
+        self.actions: dict[Any, Step | None] = {}
+        self.waiting: Step | None = None
+
+    def add(self, item: Any, index: int) -> None:
+        """Add one history item: an event, or an `[action, observation]` pair."""
+        if len(self.steps) > self.limits.max_steps:
+            raise TooManySteps(
+                f"run has more than {self.limits.max_steps} steps", source=self.source
+            )
+        for event in item if isinstance(item, list) else [item]:
+            if not isinstance(event, dict):
+                self.skipped["(not an object)"] += 1
+            elif "action" in event:
+                args = event.get("args") if isinstance(event.get("args"), dict) else event
+                step = self.action(event, args)
+                if event.get("id") is not None:
+                    self.actions[event["id"]] = step
+                self.waiting = step
             elif "observation" in event:
-                self.observation(event, waiting, known=waiting is not None, extras=event)
-                waiting = None
+                extras = event.get("extras") if isinstance(event.get("extras"), dict) else event
+                if "cause" in event:
+                    cause = event.get("cause")
+                    known = cause is not None and cause in self.actions
+                    call = self.actions.get(cause) if known else None
+                else:
+                    call, known = self.waiting, self.waiting is not None
+                    self.waiting = None
+                self.observation(event, call, known=known, extras=extras)
+            else:
+                self.skipped["(neither action nor observation)"] += 1
 
     def action(self, event: dict[str, Any], args: dict[str, Any]) -> Step | None:
         kind = str(event.get("action"))

@@ -12,20 +12,29 @@ Mapping, one linear run per file:
     `{"command": <the whole action, stripped>}`, so identical actions give identical
     signatures.
   - `batch_id` = "step-<i>" (one action per model response).
-- Errors are only in text: the observation is matched against `text_errors.SWE_AGENT`
-  ("Your proposed edit has introduced new syntax error(s)", "Wrong flag!",
-  "command not found", "Traceback (most recent call last)", "No such file or directory",
-  "syntax error near unexpected token", lines starting "Error:", "File … not found",
-  "No replacement was performed", format-error and timeout notices).
+- Errors are only in text: the observation is read with the common rules of text_errors plus
+  `text_errors.SWE_AGENT` ("Your proposed edit has introduced new syntax error(s)", "Wrong
+  flag!", "No such file or directory", "syntax error near unexpected token", "File … not
+  found", …).
+- A format error (the observation "Your output was not formatted correctly", or "did not use
+  any tool calls": the model's reply held no valid action and nothing ran) -> the step has
+  status "invalid", tool "(format error)", args `{"action": <the action text>}`: not a call
+  of whatever word the malformed reply started with.
 - metadata: environment, exit_status, submitted (submission present), model_stats (cost,
   tokens_sent/received, api_calls), model (from `replay_config` when readable), task.
 - No timestamps in the format; `execution_time` is kept in nothing but the raw file.
+
+Reading streams (reading.iter_members): `trajectory` and `history` are read item by item and
+only the fields a run needs are built (`action`, `observation`, `thought`; a message's `role`,
+`content`, `action`, `tool_calls`, `is_demo`), so a step's `messages`/`query` (the whole
+model input, repeated at every step in 1.1+) and `state` are skipped unparsed. `info` and
+`replay_config` are read wherever they are, before or after the big arrays. A trajectory item
+that is not an object is skipped and counted.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -34,114 +43,173 @@ from detection.model import Run, Step
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, fnumber, parse_json_text
-from .errors import TraceError
-from .reading import Limits, head_text, read_document
+from .detect import Claim, Sample, share
+from .errors import Skips, TraceError
+from .reading import Limits, clip_json, iter_members
 
 name = "swe-agent"
 label = "SWE-agent trajectory (.traj)"
 
-_TRAJECTORY = re.compile(r'"trajectory"\s*:\s*\[')
+STEP_FIELDS = frozenset(("action", "observation", "thought"))
+MESSAGE_FIELDS = frozenset(("role", "content", "action", "tool_calls", "is_demo"))
+SMALL_FIELDS = frozenset(("environment", "info", "replay_config"))
+FORMAT_ERROR = "format error"  # the rule of text_errors.SWE_AGENT that means "no valid action"
+INVALID_TOOL = "(format error)"
 
 
-def sniff(head: bytes) -> bool:
-    """A JSON object with a `trajectory` array and SWE-agent step keys (not mini-swe-agent)."""
-    text = head_text(head, len(head))
-    if not text.startswith("{") or not _TRAJECTORY.search(text):
-        return False
-    if '"trajectory_format"' in text or '"mini_version"' in text:
-        return False
-    return '"observation"' in text or '"environment"' in text
+def claim(sample: Sample) -> Claim:
+    """A JSON object whose `trajectory` items carry `action` and `observation` (SWE-agent's
+    step), beside `environment` or `history`; mini-swe-agent's markers rule it out."""
+    top = sample.top
+    if not isinstance(top, dict):
+        return Claim.no("not one JSON object")
+    info = top.get("info") if isinstance(top.get("info"), dict) else {}
+    if "trajectory_format" in top or "mini_version" in info:
+        return Claim.no("marked as mini-swe-agent (`trajectory_format` / `info.mini_version`)")
+    trajectory = top.get("trajectory")
+    if not isinstance(trajectory, list):
+        return Claim.no("no top-level `trajectory` array")
+    entries = [item for item in trajectory if isinstance(item, dict)]
+    beside = "environment" in top or isinstance(top.get("history"), list)
+    if not entries:
+        if beside:
+            return Claim(0.5, "an empty `trajectory` array beside `environment`/`history`")
+        return Claim.no("the `trajectory` array shows no step object")
+    whole = share(entries, lambda e: "action" in e and "observation" in e)
+    begun = share(entries, lambda e: "action" in e)  # an item cut by the head keeps `action`
+    if begun == 0:
+        return Claim.no("`trajectory` items have no `action`")
+    score = 0.6 + 0.25 * max(whole, begun * 0.5) + (0.1 if beside else 0.0)
+    return Claim(
+        round(min(score, 0.95), 2),
+        f"`trajectory` items with `action`/`observation` ({whole:.0%} whole)"
+        + (" beside `environment`/`history`" if beside else ""),
+    )
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the one run of a .traj file."""
-    doc = read_document(stream, source=source, limits=limits)
-    if not isinstance(doc, dict) or not isinstance(doc.get("trajectory"), list):
+    """Yield the one run of a .traj file, read incrementally (see the module docstring)."""
+    skips = Skips()
+    steps: list[tuple[str, list[Step]]] = []  # per trajectory entry: its action, its steps
+    assistants: list[tuple[str, dict[str, Any]]] = []  # non-demo: action, the message's call
+    small: dict[str, Any] = {}
+    task: str | None = None
+    seen_trajectory = seen_assistant = False
+    members = iter_members(
+        stream,
+        source=source,
+        limits=limits,
+        arrays={"trajectory": STEP_FIELDS, "history": MESSAGE_FIELDS},
+        keep=SMALL_FIELDS | {"trajectory", "history"},
+    )
+    for key, index, value in members:
+        if key == "trajectory":
+            if index is None:
+                continue  # not an array: reported below unless another `trajectory` is
+            seen_trajectory = True
+            if not isinstance(value, dict):
+                kind = type(value).__name__
+                skips.add(
+                    TraceError(
+                        f"a trajectory step must be an object, not {kind}; skipped",
+                        source=source,
+                        field=f"trajectory[{index}]",
+                    )
+                )
+                continue
+            action = str(value.get("action") or "").strip()
+            steps.append((action, _steps_for(value, index, action, limits)))
+        elif key == "history":
+            if index is None or not isinstance(value, dict) or value.get("is_demo"):
+                continue
+            role = value.get("role")
+            if role == "assistant":
+                seen_assistant = True
+                assistants.append((str(value.get("action") or "").strip(), _call_of(value)))
+            elif role == "user" and task is None and not seen_assistant:
+                task = content_text(value.get("content"))
+        else:
+            small[key] = value
+    if not seen_trajectory:
         raise TraceError(
             "not a SWE-agent trajectory: no `trajectory` array", source=source, field="trajectory"
         )
-    history = [m for m in doc.get("history") or [] if isinstance(m, dict) and not m.get("is_demo")]
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    info = small.get("info") if isinstance(small.get("info"), dict) else {}
     run = Run(
-        id=os.path.basename(source) or "run", format=name, metadata=_metadata(doc, info, history)
+        id=os.path.basename(source) or "run", format=name, metadata=_metadata(small, info, task)
     )
-    task = _task_text(history)
     if task:
         run.steps.append(text_step("user", task, limits=limits))
-    assistants = [m for m in history if m.get("role") == "assistant"]
     cursor = 0
-    for index, entry in enumerate(doc["trajectory"]):
-        if not isinstance(entry, dict):
-            raise TraceError(
-                f"trajectory[{index}] is not an object", source=source, field="trajectory"
-            )
-        message, cursor = _match_message(assistants, cursor, entry.get("action"))
-        run.steps.extend(_steps_for(entry, index, message, limits))
-    yield finish_run(run, source=source, limits=limits)
+    for action, entry_steps in steps:
+        call, cursor = _match_call(assistants, cursor, action)
+        _apply_call(entry_steps[-1], call, limits)
+        run.steps.extend(entry_steps)
+    yield skips.apply(finish_run(run, source=source, limits=limits))
 
 
-def _task_text(history: list[dict[str, Any]]) -> str:
-    for message in history:
-        if message.get("role") == "assistant":
-            return ""
-        if message.get("role") == "user":
-            return content_text(message.get("content"))
-    return ""
-
-
-def _match_message(
-    assistants: list[dict[str, Any]], cursor: int, action: Any
-) -> tuple[dict[str, Any] | None, int]:
-    """Return the next assistant message whose action is this step's action, and the cursor."""
-    wanted = str(action or "").strip()
-    for position in range(cursor, len(assistants)):
-        if str(assistants[position].get("action") or "").strip() == wanted:
-            return assistants[position], position + 1
-    return None, cursor
-
-
-def _steps_for(
-    entry: dict[str, Any], index: int, message: dict[str, Any] | None, limits: Limits
-) -> list[Step]:
+def _steps_for(entry: dict[str, Any], index: int, action: str, limits: Limits) -> list[Step]:
+    """The steps of one trajectory entry, the call named from its action text for now."""
+    batch = f"step-{index}"
     steps: list[Step] = []
     thought = entry.get("thought")
     if isinstance(thought, str) and thought.strip():
-        steps.append(text_step("assistant", thought, limits=limits, batch_id=f"step-{index}"))
-    action = str(entry.get("action") or "").strip()
-    tool, args, call_id = _call_from_message(message)
-    if tool is None:
-        tool, args = (action.split(None, 1) or ["(empty)"])[0], {"command": action}
-    step = tool_step(tool=tool, args=args, limits=limits, id=call_id, batch_id=f"step-{index}")
+        steps.append(text_step("assistant", thought, limits=limits, batch_id=batch))
     observation = entry.get("observation")
-    set_result(
-        step,
-        observation,
-        limits=limits,
-        error=text_errors.matches(observation, text_errors.SWE_AGENT),
-    )
+    rule = text_errors.error_rule(observation, text_errors.SWE_AGENT)
+    if rule == FORMAT_ERROR:
+        step = tool_step(tool=INVALID_TOOL, args={"action": action}, limits=limits, batch_id=batch)
+        set_result(step, observation, error=True, limits=limits)
+        step.status = "invalid"
+    else:
+        tool = (action.split(None, 1) or ["(empty)"])[0]
+        step = tool_step(tool=tool, args={"command": action}, limits=limits, batch_id=batch)
+        set_result(step, observation, error=rule is not None, limits=limits)
     steps.append(step)
     return steps
 
 
-def _call_from_message(message: dict[str, Any] | None) -> tuple[str | None, Any, str | None]:
-    calls = (message or {}).get("tool_calls")
+def _match_call(
+    assistants: list[tuple[str, dict[str, Any]]], cursor: int, action: str
+) -> tuple[dict[str, Any], int]:
+    """Return the call of the next assistant message whose action is this step's action."""
+    for position in range(cursor, len(assistants)):
+        if assistants[position][0] == action:
+            return assistants[position][1], position + 1
+    return {}, cursor
+
+
+def _apply_call(step: Step, call: dict[str, Any], limits: Limits) -> None:
+    """Name the step after the function call of its message (1.x), when there is one."""
+    if not call or step.status == "invalid":
+        return
+    step.tool = call["tool"][:200]
+    step.args = clip_json(call["args"], limits)
+    step.id = call["id"]
+
+
+def _call_of(message: dict[str, Any]) -> dict[str, Any]:
+    """The first function call of an assistant message: tool, parsed args, id (or {})."""
+    calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
-        return None, None, None
-    function = calls[0].get("function") or {}
+        return {}
+    function = calls[0].get("function") if isinstance(calls[0].get("function"), dict) else {}
     tool = function.get("name")
     if not isinstance(tool, str) or not tool:
-        return None, None, None
+        return {}
     args = parse_json_text(function.get("arguments"))
     call_id = calls[0].get("id")
-    return tool, args if args is not None else {}, str(call_id) if call_id else None
+    return {
+        "tool": tool,
+        "args": args if args is not None else {},
+        "id": str(call_id) if call_id else None,
+    }
 
 
-def _metadata(
-    doc: dict[str, Any], info: dict[str, Any], history: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _metadata(small: dict[str, Any], info: dict[str, Any], task: str | None) -> dict[str, Any]:
     meta: dict[str, Any] = {"agent": "swe-agent"}
-    if isinstance(doc.get("environment"), str):
-        meta["environment"] = doc["environment"]
+    if isinstance(small.get("environment"), str):
+        meta["environment"] = small["environment"]
     if info.get("exit_status") is not None:
         meta["exit_status"] = str(info["exit_status"])
     meta["submitted"] = bool(info.get("submission"))
@@ -153,10 +221,9 @@ def _metadata(
             meta["cost"] = cost
         meta["tokens_in"] = stats.get("tokens_sent")
         meta["tokens_out"] = stats.get("tokens_received")
-    model = _model_name(doc.get("replay_config"))
+    model = _model_name(small.get("replay_config"))
     if model:
         meta["model"] = model
-    task = _task_text(history)
     if task:
         meta["task"] = task[:500]
     return meta

@@ -81,7 +81,9 @@ def test_sample_is_detected_by_content_and_through_gzip():
     assert run.tool_calls == 21
 
 
-def test_format_error_is_a_failed_step_not_silence():
+def test_format_error_is_an_invalid_step_not_silence_and_not_a_call():
+    # status "invalid" (detection/step.py: the agent produced no valid action), not "error":
+    # nothing ran, so the step is not a failed bash call
     messages = [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "task"},
@@ -95,11 +97,12 @@ def test_format_error_is_a_failed_step_not_silence():
     (run,) = runs_of(traj(messages))
     calls = [step for step in run.steps if step.kind == "tool_call"]
     assert [(c.tool, c.status) for c in calls] == [
-        ("(format error)", "error"),
-        ("(format error)", "error"),
+        ("(format error)", "invalid"),
+        ("(format error)", "invalid"),
         ("bash", "ok"),
     ]
-    assert calls[0].args == {"bash_blocks": 2} and calls[1].args == {"bash_blocks": 0}
+    assert calls[0].args == {"actions": 2} and calls[1].args == {"actions": 0}
+    assert calls[0].batch_id == run.steps[calls[0].seq - 1].batch_id  # the reply it answers
     assert calls[0].result.startswith("Please always provide EXACTLY ONE action")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, iter_runs, openhands
+from runs.importers.detect import sample_of
 from runs.importers.errors import TraceError
 
 ROOT = Path(__file__).resolve().parents[1] / "data"
@@ -127,7 +128,8 @@ def test_detected_by_content_and_through_gzip(path):
     ],
 )
 def test_foreign_formats_are_not_claimed(head):
-    assert not openhands.sniff(head)
+    verdict = openhands.claim(sample_of(head))
+    assert verdict.score == 0 and verdict.reason
 
 
 @pytest.mark.parametrize("data", [b"", GUI.read_bytes()[:4000]])

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from runs.importers import detect_format, iter_runs, swe_agent
+from runs.importers.detect import sample_of
 from runs.importers.errors import TraceError
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces" / "swe-agent"
@@ -160,5 +161,7 @@ def test_bad_files_fail_with_a_clear_error(data, message):
         runs_of(data, format="swe-agent")
 
 
-def test_truncated_head_is_still_sniffed():
-    assert swe_agent.sniff(EPS.read_bytes()[:3000])
+def test_truncated_head_is_still_claimed():
+    verdict = swe_agent.claim(sample_of(EPS.read_bytes()[:3000]))
+    assert verdict.score >= 0.6, verdict.reason
+    assert detect_format(EPS.read_bytes()[:3000]) == "swe-agent"
