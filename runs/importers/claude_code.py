@@ -1,47 +1,89 @@
 """Claude Code session JSONL (`~/.claude/projects/<project>/<session>.jsonl`, sub-agents in
-`<session>/subagents/agent-<id>.jsonl`).
+`<session>/subagents/agent-<id>.jsonl`), 2.0 to 2.1.2xx.
+
+Two kinds of records share a file (notes §3.5, §3.24):
+
+- **Tree records** carry `uuid`, `parentUuid`, `sessionId`: `user`, `assistant`, `system`,
+  `attachment`, `progress`. Every one of them is a link in the `parentUuid` chain (a user
+  message may hang under an attachment, an attachment under a system record), so all of them
+  are kept while the tree is built, whether or not they become steps.
+- **Metadata records** have no `uuid`: `summary`, `custom-title`, `ai-title`, `agent-name`,
+  `last-prompt`, `permission-mode`, `mode`, `queue-operation`, `file-history-snapshot`,
+  `pr-link`, `worktree-state`, … They come first (a headless file starts with
+  `queue-operation`, an interactive one with `permission-mode` or a snapshot, a resumed one
+  with `summary` records pointing into another session), between messages, or last. They
+  give no steps; they are counted in `metadata["metadata_records"]`, and the newest
+  `custom-title` (else `ai-title`, else the `slug`) names the run.
+- A record of a type this module does not know is tolerated (Claude Code adds types every
+  release): counted in `metadata["skipped_records"]` and named once in a warning.
+- A file without a single user or assistant message (metadata records only: an aborted
+  start) fails with a TraceError that says so and lists what the file holds: a run with no
+  steps would be an empty page in the runs list, and the import reports why nothing came.
 
 Mapping, one run per file (id = `sessionId`):
 - Assistant records hold ONE content block each; records with the same `message.id` are one
   API message: its `text` blocks -> one `assistant` step, its `thinking` blocks -> one
   `reasoning` step, each `tool_use` -> a `tool_call` step (id = `toolu_…`, tool = `name`,
-  args = `input`, `batch_id` = `message.id`).
+  args = `input`, `batch_id` = `message.id`). A synthetic API-error message
+  (`isApiErrorMessage: true`) is an assistant step with status "error". A record with
+  `isAbortedMidStream: true` was cut off while streaming: its calls that never get a result
+  did not run, so they end with status "error"; `metadata["aborted_messages"]` counts them.
 - User records: `tool_result` blocks fill the call with the same `tool_use_id` (result = the
-  text of `content`, `is_error: true` -> status error, `ended_at` = record time); text -> a
-  `user` step, but `isMeta: true` records (hook feedback, command caveats: injected, not
-  typed by the person) -> `system` steps, so they do not start a new user turn.
+  text of `content`, `ended_at` = record time). The result is an error when `is_error` is
+  true or when the record (or the block) has a `toolDenialKind` ("permission-rule",
+  "user-rejected", "automode-blocked", "interrupted": the call was refused or cut off, even
+  without `is_error`). Text -> a `user` step, but `isMeta: true` records (hook feedback,
+  command caveats: injected, not typed by the person) -> `system` steps, so they do not
+  start a new user turn.
 - A `tool_result` whose call is not in the file -> a failed-or-ok `tool_call` step of its
   own, tool `"(unknown)"`. A repeated record `uuid` is skipped; a repeated `tool_use` id in
   a later message gets a `#n` suffix so step ids stay unique.
-- `system` records -> `system` steps (`content`); `queue-operation`, `file-history-snapshot`,
-  `summary` and unknown types are skipped and counted in `metadata["skipped_records"]`.
+- `attachment` records are injected context (tool and skill listings, reminders, memory
+  files), not steps, with two exceptions: `hook_blocking_error` (a hook refused a tool call,
+  or rejected its outcome) makes the call named by `toolUseID` an error (its result, if it
+  has none, is the hook's reason); one whose `toolUseID` names no call (a Stop hook) is a
+  `system` step with status "error". `queued_command` (a prompt typed while the agent
+  worked) is a `user` step (a `system` step when its `origin.kind` is not "human").
+  Others are counted in `metadata["context_records"]`.
+- `system` records -> `system` steps when they say something: their `content`, or, for
+  `api_error` / `error` / `api_refusal` / `level: "error"` records, the error (status
+  "error", with the retry count); `compact_boundary` -> a system step ("Conversation
+  compacted"); a `stop_hook_summary` with `hookErrors`. Bookkeeping without text
+  (`turn_duration`, a clean `stop_hook_summary`) and `progress` records are counted in
+  `metadata["context_records"]`.
 - Sub-agents: `isSidechain: true` records go under the `Task`/`Agent` call that started them
-  (parent_id = that call's step id; matched by the prompt text, else the one unanswered Task
-  call); when such a link exists, main-line steps are chained (parent_id = previous main
+  (parent_id = that call's step id; matched through the `parentUuid` chain, including the
+  attachment and progress records on it, else by the prompt text, else the one unanswered
+  Task call); when such a link exists, main-line steps are chained (parent_id = previous main
   step) so the sub-agent is a sibling branch. Without a link the run stays linear.
 - Edit/retry branches (`parentUuid` forks): only the LIVE branch is imported. The live path is
   the newest main-line user/assistant record (the last one written) and its ancestors by
-  `parentUuid` (or `logicalParentUuid` across a compaction boundary). A user/assistant
-  record whose parent is on the live path but which is not itself on it starts an abandoned
-  branch (an edited message or a regenerated response); it and everything hanging below it
-  are dropped and counted in `metadata["abandoned_records"]` (user/assistant/system records
-  only; the key is absent when nothing was dropped). Not branches, so kept: the records of
-  the same API message (`message.id`) as a live one and tool results of kept calls (Claude
-  Code chains parallel results to their own `tool_use` record, a fork that is no edit);
-  progress/system records beside the path; records after the newest message; sub-agent
-  (sidechain) records hanging off the main line; records whose parent is null or not in the
-  file (a root, a file starting mid-tree, an old restart): with no common parent there is no
-  fork to tell, so two first messages that both have parent null are both kept. A session
-  without forks imports exactly as a plain linear file.
+  `parentUuid` (or `logicalParentUuid` across a compaction boundary, whose `parentUuid` is
+  null). A user/assistant record whose parent is on the live path but which is not itself on
+  it starts an abandoned branch (an edited message or a regenerated response); it and
+  everything hanging below it are dropped and counted in `metadata["abandoned_records"]`
+  (user/assistant/system records only; the key is absent when nothing was dropped). Not
+  branches, so kept: the records of the same API message (`message.id`) as a live one and
+  tool results of kept calls (Claude Code chains parallel results to their own `tool_use`
+  record, a fork that is no edit); progress/system/attachment records beside the path;
+  records after the newest message; sub-agent (sidechain) records hanging off the main line;
+  records whose parent is null or not in the file (a root, a file starting mid-tree, an old
+  restart): with no common parent there is no fork to tell, so two first messages that both
+  have parent null are both kept. A session without forks imports exactly as a plain linear
+  file.
 - Sub-agent files (`agent-<id>.jsonl`, every message `isSidechain: true`; the first
   `parentUuid` may be null or point outside the file): imported on their own as one linear
   run, the branch rule applied among their own records; id `<sessionId>/agent-<agentId>`,
   name `agent-<agentId>` (agent id from the records' `agentId`, else the file name);
   `metadata["agent_id"]` is set.
 - Tokens from `message.usage` (last record of the message): tokens_in = input +
-  cache_creation + cache_read input tokens, tokens_out = output tokens, on the first step of
-  the message. Times from `timestamp`. metadata: model, session_id, version, cwd, git_branch.
-- Errors are explicit only (`is_error`); no text rules.
+  cache_creation + cache_read input tokens, tokens_out = output tokens (its
+  `output_tokens_details.thinking_tokens` is a part of them, not added), on the first step of
+  the message. Times from `timestamp`. metadata: model, session_id, version, cwd, git_branch,
+  entrypoint, title, permission_mode.
+- Errors are explicit only (`is_error`, `toolDenialKind`, hook blocks, API error records):
+  Claude Code flags every failed tool result itself (a non-zero Bash exit is `is_error:
+  true`), so no text rules are applied; a result without the flag is a success.
 """
 
 from __future__ import annotations
@@ -57,36 +99,120 @@ from detection.model import Run, Step
 
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_time
-from .reading import JsonlReader, Limits, head_values
+from .detect import Claim, Sample, sample_of, share
+from .errors import TraceError
+from .reading import JsonlReader, Limits, clip_strings
 
 name = "claude-code"
 label = "Claude Code session JSONL"
 
-RECORD_TYPES = {
-    "user",
-    "assistant",
-    "system",
-    "queue-operation",
-    "summary",
-    "file-history-snapshot",
+TREE_TYPES = frozenset(("user", "assistant", "system", "attachment", "progress"))
+# metadata record type -> the payload field it carries (None: no field worth checking)
+METADATA_TYPES: dict[str, str | None] = {
+    "summary": "leafUuid",
+    "custom-title": "customTitle",
+    "ai-title": "aiTitle",
+    "agent-name": "agentName",
+    "last-prompt": "lastPrompt",
+    "permission-mode": "permissionMode",
+    "mode": "mode",
+    "queue-operation": "operation",
+    "file-history-snapshot": "snapshot",
+    "pr-link": "prUrl",
+    "frame-link": None,
+    "worktree-state": None,
+    "relocated": None,
+    "bridge-session": "bridgeSessionId",
+    "atis-latch": None,
+    "started": None,
+    "result": None,
 }
+# metadata types too general to tell Claude Code by themselves (`result`, `mode`, …)
+_GENERAL_METADATA = frozenset(("mode", "started", "result", "relocated"))
+ERROR_SYSTEM_SUBTYPES = frozenset(("api_error", "error", "api_refusal"))
 TASK_TOOLS = {"Task", "Agent"}
 AGENT_FILE = re.compile(r"agent-([^./\\]+)\.jsonl")
+MAX_COUNTED_KINDS = 50  # distinct record types counted by name; the rest count as "(other)"
+MAX_TITLE_CHARS = 500
+
+
+# --- detection
+
+
+def _is_metadata(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("type") in METADATA_TYPES
+        and "uuid" not in record
+        and "message" not in record
+    )
+
+
+def _marked_metadata(record: Any) -> bool:
+    """A metadata record that shows Claude Code by itself: its type and its payload field,
+    or its `sessionId`, and not one of the general type names."""
+    if not _is_metadata(record) or record["type"] in _GENERAL_METADATA:
+        return False
+    payload = METADATA_TYPES[record["type"]]
+    return "sessionId" in record or (payload is not None and payload in record)
+
+
+def _is_tree_record(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("type"), str)
+        and "sessionId" in record
+        and ("uuid" in record or "parentUuid" in record)
+    )
+
+
+def _is_tree_message(record: Any) -> bool:
+    return (
+        _is_tree_record(record)
+        and record["type"] in ("user", "assistant")
+        and "parentUuid" in record
+        and isinstance(record.get("message"), dict)
+    )
+
+
+def claim(sample: Sample) -> Claim:
+    """Claude Code when the records carry `sessionId` with `uuid`/`parentUuid` (the tree
+    records), judged after leaving out Claude Code's metadata records (no `uuid`), which may
+    come first; a head of Claude Code metadata records only is Claude Code too."""
+    if sample.layout == "json" and _is_tree_record(sample.top):
+        # one record longer than the 64 KiB head (a pasted image, a huge tool result)
+        return Claim(0.7, "the first record, cut by the head, carries sessionId and uuid")
+    if sample.layout != "jsonl":
+        return Claim.no("not JSONL")
+    records = sample.records
+    metadata = [r for r in records if _is_metadata(r)]
+    rest = [r for r in records if not _is_metadata(r)]
+    skipped = f" after {len(metadata)} metadata record(s)" if metadata else ""
+    if rest:
+        tree = [r for r in rest if _is_tree_record(r)]
+        if not tree:
+            return Claim.no(f"no record{skipped} carries `sessionId` with `uuid`/`parentUuid`")
+        fit = share(rest, _is_tree_record)
+        messages = sum(1 for r in tree if _is_tree_message(r))
+        types = ", ".join(sorted({r["type"] for r in tree})[:8])
+        score = 0.6 + 0.3 * fit + (0.05 if messages else 0.0)
+        return Claim(
+            min(score, 0.95),
+            f"{fit:.0%} of the records{skipped} carry `sessionId` with `uuid`/`parentUuid` "
+            f"({types}; {messages} user/assistant messages)",
+        )
+    if any(_marked_metadata(r) for r in metadata):
+        types = ", ".join(sorted({r["type"] for r in metadata})[:8])
+        return Claim(0.6, f"only Claude Code metadata records in the first records ({types})")
+    return Claim.no("no record carries `sessionId` with `uuid`/`parentUuid`")
 
 
 def sniff(head: bytes) -> bool:
-    """JSONL whose records carry Claude Code's `sessionId` plus `uuid`/`parentUuid` or a
-    queue/summary record type."""
-    for obj in head_values(head):
-        if not isinstance(obj, dict) or obj.get("type") not in RECORD_TYPES:
-            return False
-        if obj.get("type") == "summary" and "leafUuid" in obj:
-            return True
-        if "sessionId" in obj and ("parentUuid" in obj or "uuid" in obj):
-            return True
-        if obj.get("type") != "queue-operation" or "sessionId" not in obj:
-            return False
-    return False
+    """Yes/no form of `claim` (kept for callers that still ask a sniffer)."""
+    return claim(sample_of(head)).score >= 0.5
+
+
+# --- reading
 
 
 @dataclass
@@ -108,10 +234,22 @@ class _State:
     id_counts: Counter = field(default_factory=Counter)
     answered: set[str] = field(default_factory=set)
     uuids: set[str] = field(default_factory=set)
-    skipped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)  # unknown types, duplicates, orphans
+    metadata_records: Counter = field(default_factory=Counter)  # no-uuid metadata records
+    context: Counter = field(default_factory=Counter)  # tree records that give no step
+    blocked: dict[str, str] = field(default_factory=dict)  # tool_use id -> hook's reason
+    aborted: set[str] = field(default_factory=set)  # message ids cut off mid-stream
     task_of: dict[str, str] = field(default_factory=dict)  # sidechain record uuid -> Task id
     branch: dict[int, str | None] = field(default_factory=dict)  # id(step) -> Task id
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _count(counter: Counter, kind: Any) -> None:
+    """Count a record type by name, with a bound on how many names are kept."""
+    key = str(kind)[:100] if kind is not None else "(no type)"
+    if key not in counter and len(counter) >= MAX_COUNTED_KINDS:
+        key = "(other)"
+    counter[key] += 1
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
@@ -119,6 +257,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     records = [record for _, record in reader]
     reader.check_not_empty()
+    if not any(_is_message(record) for record in records):
+        raise _no_messages(records, source, reader.skips.count)
     abandoned = _abandoned(records)
     state = _State(limits)
     dropped = 0
@@ -128,14 +268,28 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             continue
         _record(state, record)
     _usage_to_steps(state)
+    aborted = _end_aborted_calls(state)
     _link_sidechains(state)
     meta = state.meta
-    if state.skipped:
-        meta["skipped_records"] = dict(state.skipped)
+    for key, counter in (
+        ("skipped_records", state.skipped),
+        ("metadata_records", state.metadata_records),
+        ("context_records", state.context),
+    ):
+        if counter:
+            meta[key] = dict(counter)
     if dropped:
         meta["abandoned_records"] = dropped
+    if aborted:
+        meta["aborted_messages"] = aborted
+    for kind, count in state.skipped.items():
+        if kind not in ("duplicate", "result_without_call"):
+            reader.skips.note(
+                f"{source}: {count} record(s) of unknown type {kind!r} ignored "
+                "(a newer Claude Code version?)"
+            )
     run_id = str(meta.get("session_id") or os.path.basename(source) or "run")
-    run_name = str(meta.get("slug") or "")
+    run_name = str(meta.get("title") or meta.get("ai_title") or meta.get("slug") or "")
     agent_id = _subagent_id(records, source)
     if agent_id is not None:
         meta["agent_id"] = agent_id
@@ -143,6 +297,24 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         run_name = f"agent-{agent_id}"
     run = Run(id=run_id, format=name, steps=state.steps, metadata=meta, name=run_name)
     yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+
+
+def _no_messages(records: list[dict[str, Any]], source: str, skipped: int) -> TraceError:
+    """The error for a file without one user or assistant message, saying what it holds."""
+    kinds: Counter = Counter()
+    for record in records:
+        _count(kinds, record.get("type"))
+    held = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common(8))
+    if all(_is_metadata(record) for record in records):
+        what = "only Claude Code metadata records"
+    else:
+        what = "no user or assistant message"
+    bad = f"; {skipped} invalid line(s) skipped" if skipped else ""
+    return TraceError(
+        f"no messages: the file holds {what} ({held}{bad}); a session that was started "
+        "but never got a prompt, or an index of another session",
+        source=source,
+    )
 
 
 def _is_message(record: dict[str, Any]) -> bool:
@@ -274,19 +446,47 @@ def _record(state: _State, record: dict[str, Any]) -> None:
     uuid = record.get("uuid")
     if isinstance(uuid, str):
         if uuid in state.uuids:
-            state.skipped["duplicate"] += 1
+            _count(state.skipped, "duplicate")
             return
         state.uuids.add(uuid)
+    if _is_metadata(record):
+        _metadata(state, record)
+        return
     _note_meta(state.meta, record)
     if kind == "assistant":
         _assistant(state, record)
     elif kind == "user":
         _user(state, record)
     elif kind == "system":
-        text = content_text(record.get("content"))
-        _add(state, record, text_step("system", text, limits=state.limits, id=uuid))
+        _system(state, record)
+    elif kind == "attachment":
+        _attachment(state, record)
+    elif kind == "progress":
+        _count(state.context, "progress")
+        _follow(state, record)
     else:
-        state.skipped[str(kind)] += 1
+        _count(state.skipped, kind)
+        _follow(state, record)
+
+
+def _metadata(state: _State, record: dict[str, Any]) -> None:
+    """A metadata record: counted; titles and modes kept (the newest one wins)."""
+    kind = record["type"]
+    _count(state.metadata_records, kind)
+    for key, target in (
+        ("customTitle", "title"),
+        ("aiTitle", "ai_title"),
+        ("agentName", "agent_name"),
+        ("permissionMode", "permission_mode"),
+        ("prUrl", "pr_url"),
+    ):
+        value = record.get(key)
+        if isinstance(value, str) and value:
+            state.meta[target] = clip_strings(value, MAX_TITLE_CHARS)
+    if kind == "mode" and isinstance(record.get("mode"), str):
+        state.meta["mode"] = clip_strings(record["mode"], MAX_TITLE_CHARS)
+    if isinstance(record.get("sessionId"), str) and "session_id" not in state.meta:
+        state.meta["session_id"] = record["sessionId"]
 
 
 def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
@@ -297,9 +497,11 @@ def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
         ("cwd", "cwd"),
         ("gitBranch", "git_branch"),
         ("slug", "slug"),
+        ("entrypoint", "entrypoint"),
     ):
-        if record.get(key) and target not in meta:
-            meta[target] = record[key]
+        value = record.get(key)
+        if value and target not in meta and isinstance(value, str | int | float):
+            meta[target] = clip_strings(value, MAX_TITLE_CHARS)
     model = (
         (record.get("message") or {}).get("model") if record.get("type") == "assistant" else None
     )
@@ -314,20 +516,35 @@ def _add(state: _State, record: dict[str, Any], step: Step) -> Step:
     return step
 
 
+def _follow(state: _State, record: dict[str, Any]) -> None:
+    """Carry a sub-agent's Task link through a tree record that gives no step."""
+    uuid, parent = record.get("uuid"), record.get("parentUuid")
+    if record.get("isSidechain") and isinstance(uuid, str) and isinstance(parent, str):
+        task = state.task_of.get(parent)
+        if task is not None:
+            state.task_of[uuid] = task
+
+
 def _assistant(state: _State, record: dict[str, Any]) -> None:
-    message = record.get("message") or {}
+    message = record.get("message") if isinstance(record.get("message"), dict) else {}
     msg_id = str(message.get("id") or record.get("uuid") or len(state.steps))
     entry = state.messages.setdefault(msg_id, _Message())
     if isinstance(message.get("usage"), dict):
         entry.usage = message["usage"]
+    if record.get("isAbortedMidStream") is True:
+        state.aborted.add(msg_id)
     content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-    for block in blocks:
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    for block in blocks if isinstance(blocks, list) else []:
         if not isinstance(block, dict):
             continue
         step = _assistant_block(state, record, entry, msg_id, block)
         if step is not None and entry.first is None:
             entry.first = step
+    if record.get("isApiErrorMessage") is True and entry.text is not None:
+        entry.text.status = "error"
+    if not blocks:
+        _follow(state, record)
 
 
 def _assistant_block(
@@ -340,7 +557,9 @@ def _assistant_block(
         text = text if isinstance(text, str) else ""
         current = entry.text if kind == "text" else entry.thinking
         if current is not None:
-            current.text = f"{current.text}\n{text}" if current.text else text
+            current.text = clip_strings(
+                f"{current.text}\n{text}" if current.text else text, limits.max_value_chars
+            )
             return None
         step_kind, suffix = ("assistant", "") if kind == "text" else ("reasoning", "/thinking")
         step = _add(
@@ -371,17 +590,20 @@ def _assistant_block(
 
 
 def _user(state: _State, record: dict[str, Any]) -> None:
-    content = (record.get("message") or {}).get("content")
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     kind = "system" if record.get("isMeta") else "user"
     if isinstance(content, str):
         _add(state, record, text_step(kind, content, limits=state.limits, id=record.get("uuid")))
         return
     texts = []
+    results = 0
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
         if block.get("type") == "tool_result":
             _tool_result(state, record, block)
+            results += 1
         elif block.get("type") == "text" and isinstance(block.get("text"), str):
             texts.append(block["text"])
     if texts:
@@ -390,6 +612,17 @@ def _user(state: _State, record: dict[str, Any]) -> None:
             record,
             text_step(kind, "\n".join(texts), limits=state.limits, id=record.get("uuid")),
         )
+    elif not results:
+        _follow(state, record)
+
+
+def _denied(record: dict[str, Any], block: dict[str, Any]) -> bool:
+    """Whether the user or a rule refused the call (or cut it off): `toolDenialKind`, on the
+    record (where Claude Code writes it) or on the block."""
+    return any(
+        isinstance(where.get("toolDenialKind"), str) and where["toolDenialKind"]
+        for where in (record, block)
+    )
 
 
 def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -> None:
@@ -409,11 +642,121 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
                 id=f"{call_id}/result" if call_id else None,
             ),
         )
-        state.skipped["result_without_call"] += 1
+        _count(state.skipped, "result_without_call")
+    else:
+        _follow(state, record)
     state.answered.add(str(call.id))
-    set_result(
-        call, result, error=block.get("is_error") is True, limits=state.limits, ended_at=ended
-    )
+    error = block.get("is_error") is True or _denied(record, block) or call_id in state.blocked
+    set_result(call, result, error=error, limits=state.limits, ended_at=ended)
+
+
+def _system(state: _State, record: dict[str, Any]) -> None:
+    """A system record: a step when it says something (see the module rules)."""
+    subtype = record.get("subtype")
+    error = subtype in ERROR_SYSTEM_SUBTYPES or record.get("level") == "error"
+    text = content_text(record.get("content"))
+    if error:
+        text = _system_error_text(record, text)
+    elif not text and subtype == "compact_boundary":
+        text = "Conversation compacted"
+    elif not text and subtype == "stop_hook_summary" and record.get("hookErrors"):
+        errors = record["hookErrors"]
+        errors = errors if isinstance(errors, list) else [errors]
+        text = "Stop hook errors: " + "; ".join(content_text(e) for e in errors[:20])
+    if not text:
+        _count(state.context, f"system:{subtype}" if isinstance(subtype, str) else "system")
+        _follow(state, record)
+        return
+    step = text_step("system", text, limits=state.limits, id=record.get("uuid"))
+    if error:
+        step.status = "error"
+    _add(state, record, step)
+
+
+def _system_error_text(record: dict[str, Any], text: str) -> str:
+    """The words of an api_error/error system record: its content, else its error's message,
+    with the retry count when it has one."""
+    subtype = str(record.get("subtype") or "error")
+    if not text:
+        text = _error_message(record.get("error")) or _error_message(record.get("cause"))
+    words = f"{subtype.replace('_', ' ')}: {text}" if text else subtype.replace("_", " ")
+    attempt, most = number(record.get("retryAttempt")), number(record.get("maxRetries"))
+    if attempt:
+        words += f" (retry {attempt} of {most})" if most else f" (retry {attempt})"
+    return words
+
+
+def _error_message(error: Any, depth: int = 0) -> str:
+    """The message inside an API error value (nested `error` objects, or text)."""
+    if isinstance(error, str):
+        return error
+    if not isinstance(error, dict) or depth > 4:
+        return ""
+    for key in ("message", "error"):
+        found = _error_message(error.get(key), depth + 1)
+        if found:
+            status = number(error.get("status"))
+            return f"{status} {found}" if status and depth == 0 else found
+    status = number(error.get("status"))
+    return f"status {status}" if status else ""
+
+
+def _attachment(state: _State, record: dict[str, Any]) -> None:
+    """An attachment record: injected context, except hook refusals and queued prompts."""
+    attachment = record.get("attachment")
+    attachment = attachment if isinstance(attachment, dict) else {}
+    kind = attachment.get("type")
+    if kind == "hook_blocking_error":
+        _hook_block(state, record, attachment)
+    elif kind == "queued_command" and isinstance(attachment.get("prompt"), str):
+        origin = attachment.get("origin")
+        who = origin.get("kind") if isinstance(origin, dict) else None
+        step_kind = "user" if who in (None, "human") else "system"
+        _add(
+            state,
+            record,
+            text_step(step_kind, attachment["prompt"], limits=state.limits, id=record.get("uuid")),
+        )
+    else:
+        _count(state.context, "attachment")
+        _follow(state, record)
+
+
+def _hook_block(state: _State, record: dict[str, Any], attachment: dict[str, Any]) -> None:
+    """A hook refused a tool call (or rejected its outcome): the call named by `toolUseID`
+    is an error; without such a call, the refusal is a system step."""
+    blocking = attachment.get("blockingError")
+    if isinstance(blocking, dict):
+        blocking = blocking.get("blockingError")
+    reason = content_text(blocking) or content_text(attachment.get("content"))
+    hook = attachment.get("hookName") or attachment.get("hookEvent") or "hook"
+    text = f"{content_text(hook)} blocked: {reason}" if reason else f"{content_text(hook)} blocked"
+    call_id = attachment.get("toolUseID")
+    call_id = str(call_id) if call_id is not None else ""
+    call = state.calls.get(call_id) if call_id else None
+    if call_id:
+        state.blocked[call_id] = text
+    if call is None:
+        step = text_step("system", text, limits=state.limits, id=record.get("uuid"))
+        step.status = "error"
+        _add(state, record, step)
+        return
+    _count(state.context, "attachment")
+    _follow(state, record)
+    if call.result is None:
+        call.result = clip_strings(text, state.limits.max_value_chars)
+    call.status = "error"
+
+
+def _end_aborted_calls(state: _State) -> int:
+    """Calls of a message cut off mid-stream that never got a result did not run: errors.
+    Return how many messages were cut off."""
+    if not state.aborted:
+        return 0
+    for step in state.steps:
+        if step.kind == "tool_call" and step.batch_id in state.aborted and step.result is None:
+            step.status = "error"
+    return len(state.aborted)
 
 
 def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:

@@ -84,7 +84,8 @@ def test_samples_hand_counted(path, calls, failed):
     assert run.format == "claude-code"
     assert (run.tool_calls, errors(run)) == (calls, failed)
     assert run.metadata["model"] == "claude-opus-4-5-20251101"
-    assert run.metadata["skipped_records"] == {"queue-operation": 1}
+    assert run.metadata["metadata_records"] == {"queue-operation": 1}
+    assert "skipped_records" not in run.metadata  # a metadata record is read, not skipped
     assert all(step.parent_id is None for step in run.steps)  # linear: no sidechain here
     # parallel results chain to their own tool_use record: forks, but no edit/retry branch
     assert "abandoned_records" not in run.metadata
@@ -203,7 +204,7 @@ def test_abandoned_edit_and_retry_branches_are_dropped_and_counted():
     assert [c.status for c in calls].count("error") == 2
     assert all(c.result is not None for c in calls)  # parallel results kept with their calls
     assert run.metadata["abandoned_records"] == 7
-    assert run.metadata["skipped_records"] == {"queue-operation": 1}
+    assert run.metadata["metadata_records"] == {"queue-operation": 1}
     users = [s.text for s in run.steps if s.kind == "user"]
     assert users == ["The tests in tests/test_calc.py fail; fix them.", "yes, fix it"]
     assert run.steps[-1].kind == "system"  # written after the newest message: kept
