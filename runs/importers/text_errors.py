@@ -56,6 +56,7 @@ _EXIT = (
     r")"
     r"|<returncode>[ \t]*(?P<code5>-?\d+)[ \t]*</returncode>"
     r"|returned non-zero exit status (?P<code6>\d+)"
+    r"|\b(?:completed|finished|exited) with exit code[ \t]*(?P<code7>-?\d+)"
 )
 
 

@@ -164,6 +164,11 @@ def openai_agents(args: Any) -> bytes:
     return jsonl(span)
 
 
+def copilot_cli(args: Any) -> bytes:
+    start = {"toolCallId": "c", "toolName": "f", "arguments": args}
+    return jsonl({"type": "tool.execution_start", "data": start, "id": "1", "parentId": None})
+
+
 #: format name -> (file builder, whether the format carries arguments as JSON text)
 FORMATS = {
     "native": (native, False),
@@ -179,6 +184,7 @@ FORMATS = {
     "otlp": (otlp, True),
     "tau2": (tau2, False),
     "openai-agents": (openai_agents, True),
+    "copilot-cli": (copilot_cli, True),
 }
 
 

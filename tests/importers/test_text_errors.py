@@ -23,6 +23,7 @@ ERRORS = [
     ("[exit code: 3]", "exit code"),
     ("subprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.", "exit code"),
     ("return code = -9", "exit code"),
+    ("npm ERR! missing script\n<shellId: 0 completed with exit code 1>", "exit code"),
     # command not found
     ("bash: foo: command not found", "command not found"),
     ("/bin/sh: 1: rg: not found", "command not found"),
@@ -75,6 +76,7 @@ CLEAN = [
     "Process exited with code 0",
     "<returncode>0</returncode>\n<output>ok</output>",
     "exit status 0",
+    "ok\n<shellId: 3 completed with exit code 0>",
     "def handle_error(e):\n    log.error('x')",
     "error_count = 0\nerrors = []",
     "The tests check that an error is raised.",
