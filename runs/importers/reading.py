@@ -338,6 +338,106 @@ def read_document(
     raise TraceError("empty file", source=source)
 
 
+_OPEN = frozenset(("start_map", "start_array"))
+_CLOSE = frozenset(("end_map", "end_array"))
+
+
+def iter_members(
+    stream: IO[bytes],
+    *,
+    source: str,
+    limits: Limits,
+    arrays: dict[str, Any] | None = None,
+    keep: Any = None,
+    max_depth: int | None = None,
+) -> Iterator[tuple[str, int | None, Any]]:
+    """Yield the members of a top-level JSON object in file order, streaming the big arrays.
+
+    For a key in `arrays` whose value is an array, each item is yielded on its own as
+    (key, index, item), so the array is never held whole; `arrays[key]` names the item keys
+    to build (others are skipped unparsed), or is None for whole items. Every other member
+    is yielded as (key, None, value) when `keep` is None or holds the key, else skipped.
+    Members after a big array (an `info` after the `trajectory`) are read all the same.
+    The errors are iter_document's; a document that is not an object fails with its type.
+    """
+    import ijson
+
+    depth = document_depth(limits) if max_depth is None else max_depth
+    reader = DepthGuard(stream, source=source, max_depth=depth)
+    events = ijson.basic_parse(reader, use_float=True)
+    arrays = arrays or {}
+    try:
+        event, _ = next(events, (None, None))
+        if event is None:
+            raise TraceError("empty file", source=source)
+        if event != "start_map":
+            kind = "an array" if event == "start_array" else "a single value"
+            raise TraceError(f"expected a JSON object, found {kind}", source=source, line=1)
+        for event, key in events:
+            if event == "end_map":
+                break
+            event, value = next(events)
+            if key in arrays and event == "start_array":
+                fields = arrays[key]
+                for index, (event, value) in enumerate(events):  # one pull per item: _build reads the rest
+                    if event == "end_array":
+                        break
+                    yield key, index, _build(event, value, events, fields)
+            elif keep is None or key in keep:
+                yield key, None, _build(event, value, events, None)
+            else:
+                _skip(event, events)
+        for _ in events:  # trailing content after the object is an error
+            pass
+    except ijson.JSONError as exc:
+        raise reader.error(exc) from None
+
+
+def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], fields: Any) -> Any:
+    """Build the JSON value that starts with this event; of an object, only `fields`."""
+    import ijson
+
+    if event not in _OPEN:
+        return value
+    if fields is not None and event == "start_map":
+        built: dict[str, Any] = {}
+        for event, key in events:
+            if event == "end_map":
+                return built
+            event, value = next(events)
+            if key in fields:
+                built[key] = _build(event, value, events, None)
+            else:
+                _skip(event, events)
+        return built
+    builder = ijson.ObjectBuilder()
+    builder.event(event, value)
+    level = 1
+    for event, value in events:
+        builder.event(event, value)
+        if event in _OPEN:
+            level += 1
+        elif event in _CLOSE:
+            level -= 1
+            if level == 0:
+                break
+    return builder.value
+
+
+def _skip(event: str, events: Iterator[tuple[str, Any]]) -> None:
+    """Read past the JSON value that starts with this event without building it."""
+    if event not in _OPEN:
+        return
+    level = 1
+    for event, _ in events:
+        if event in _OPEN:
+            level += 1
+        elif event in _CLOSE:
+            level -= 1
+            if level == 0:
+                return
+
+
 # --- sniffing: what the first bytes show
 
 
