@@ -379,7 +379,8 @@ def iter_members(
             event, value = next(events)
             if key in arrays and event == "start_array":
                 fields = arrays[key]
-                for index, (event, value) in enumerate(events):  # one pull per item: _build reads the rest
+                # one pull per item (its first event): _build reads the rest of it
+                for index, (event, value) in enumerate(events):
                     if event == "end_array":
                         break
                     yield key, index, _build(event, value, events, fields)
