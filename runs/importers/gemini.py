@@ -1,6 +1,20 @@
-"""Gemini CLI: headless `--output-format stream-json` and the chat recording JSON.
+"""Gemini CLI: headless `--output-format stream-json`, and the chat recordings (JSONL and JSON).
 
-Two importers in one module; both give linear runs (no parent ids).
+Two importers in one module. Format notes: §3.6 (stream-json, the `.json` recording) and
+§3.27 (the JSONL recording, Gemini CLI 0.40 and later).
+
+**Tool-call outcome** (both importers, `call_status`). Gemini's `status` is explicit, so it
+wins: `error` -> "error", or "invalid" when the CLI refused the call itself (`Tool "x" not
+found in registry`, a sub-agent's `Unauthorized tool call`, stream-json error type
+`tool_not_registered`: the agent produced no valid action); `cancelled` -> "error" (the call
+was declined or interrupted); an in-progress status left behind by a process that died
+(`scheduled`, `validating`, `awaiting_approval`, `executing`, ...) -> "ok" with no result. A
+`success` means the tool ran, not that the command did: the shell tool reports its command's
+failure only in its text (`Command: ...`, `Output: ...`, `Exit Code: 1`). So for the shell
+tool (`run_shell_command`, or a result in that layout) an `Exit Code: N` line decides; without
+one, the shared text rules (text_errors) read the text, after the CLI's own `(none)`
+placeholder lines (`Error: (none)`, `Signal: (none)`, ...) are dropped, plus Gemini's own rule
+(`Signal: 9`: killed). Other tools' `success` stays "ok".
 
 `gemini-stream` (JSONL, one event per line; a new `init` starts a new run):
 - `init` -> run id `session_id`, metadata model. Lines before the first `init` belong to the
@@ -9,20 +23,57 @@ Two importers in one module; both give linear runs (no parent ids).
   `delta: true` chunks concatenated into one step. A `message` without `timestamp` (the
   metaphi harness's own first message) is injected -> a `system` step.
 - `tool_use` -> `tool_call` step (id `tool_id`, tool `tool_name`, args `parameters`);
-  `tool_result` fills it by `tool_id`: result = `output` (or `error.message`), status
-  `error` when `status == "error"` (explicit; no text rules). A call never answered keeps
-  result None and status ok; a result whose call is absent -> its own step, tool
-  "(unknown)". `batch_id` = "resp-<n>": calls after the same assistant text, with no result
-  or user message between them, share it.
-- `result` -> metadata (status, stats incl. tokens and duration).
+  `tool_result` fills it by `tool_id`: result = `output` (or `error.message`), status by the
+  outcome rule above. A call never answered keeps result None and status ok; a result whose
+  call is absent -> its own step, tool "(unknown)". `batch_id` = "resp-<n>": calls after the
+  same assistant text, with no result or user message between them, share it.
+- `result` -> metadata (status, stats incl. tokens and duration); `error` -> a `system` step.
 
-`gemini-chat` (one JSON object `{sessionId, projectHash, startTime, lastUpdated, messages}`):
-- `user` -> `user` step; `gemini` -> `reasoning` step (its `thoughts`, "subject:
-  description"), `assistant` step (`content`, when not empty), then one `tool_call` step per
-  `toolCalls` entry (id, name, args; result = `functionResponse.response.output`, or
-  `.error`; status `error` when the call's `status` is "error" or the response has `error`);
-  `batch_id` = the message id; tokens (`tokens.input`, `tokens.output`) on the message's
-  first step. Other message types (`info`, `error`, `warning`) -> `system` steps.
+`gemini-chat`, one importer for both encodings of a chat recording (one format, two
+encodings: the records are the same `MessageRecord`s, and resuming a `.json` session
+continues it in a `.jsonl`), chosen by the file's first line:
+
+- `.json` (§3.6 (b)): one object `{sessionId, projectHash, startTime, lastUpdated, messages}`,
+  read incrementally: the messages one at a time (`messages.item`), the metadata keys from
+  the head of the file (they come before `messages`).
+- `.jsonl` (§3.27): a metadata line `{sessionId, projectHash, startTime, lastUpdated, kind}`
+  (or a legacy full record with `messages`), then one record per line, told apart as the CLI
+  itself does: `{"$rewindTo": id}`; a message (`id` string); `{"$set": {...}}`; a metadata
+  line (`sessionId` and `projectHash`). Anything else is skipped and counted.
+  - A message id written again replaces that message's earlier version in its first-seen
+    place (the CLI re-appends a message each time its tool calls or tokens change).
+  - `$set` updates the metadata (`lastUpdated`, `summary`, `kind`, ...). A `$set` with
+    `messages` is a checkpoint (history compressed or masked): its messages replace the
+    versions and the order of those so far. Messages it leaves out (the turns compressed
+    into a summary, the CLI notices the model's history never holds) are not lost: they stay
+    where they were, before the checkpoint's next message; `metadata["checkpoints"]` counts.
+  - `$rewindTo` drops that message and everything after it from the live conversation (an
+    unknown id drops all). The dropped messages are kept as an **abandoned branch**: a
+    `system` step "abandoned branch ..." hangs under the last step before the rewound
+    message (a root when there is none) with the branch's steps under it; the live steps that
+    follow hang under that same step. So the two are siblings and neither sees the other's
+    calls (detection/model.py), while both see what came before. A branch is placed right
+    after the step it hangs under (it happened before what the live branch did next).
+    metadata: `rewinds`, `abandoned_messages`. A run without rewinds and sub-agents is linear.
+
+Messages -> steps (both encodings):
+- `user` -> `user` step (`content`: a string or `[Part]`, text parts joined). A user message
+  holding only `functionResponse` parts is not a turn: its parts answer the calls made in
+  content parts (below), by id, else in order.
+- `gemini` -> `reasoning` step (`thoughts`, "subject: description"), `assistant` step
+  (`content`, when not empty), then one `tool_call` step per `toolCalls` entry (id, name,
+  args; result = `functionResponse.response.output`, or `.error`, or other parts' text, or a
+  string `resultDisplay` when there is no response; status by the outcome rule). A message
+  without `toolCalls` whose content has `functionCall` parts (a checkpoint rebuilt from the
+  model's history) gives those as calls. `batch_id` = the message id; tokens
+  (`tokens.input`, `tokens.output`) on the message's first step; `model` -> metadata.
+- `info`, `warning`, `error` (CLI notices: API errors, quota, cancellations; an error may be
+  visible only there) -> `system` steps, text "<type>: <content>"; counted in
+  `metadata["notices"]`. Other types -> `system` steps too.
+- A tool call with `agentId` was made by that sub-agent: its calls hang under a `system`
+  step "sub-agent <id>" placed before the first of them, so they see the main history so far
+  and the main agent does not see them; `metadata["sub_agents"]` lists the ids. A recording
+  of a sub-agent itself (`kind: "subagent"`) is a run of its own (metadata `kind`).
 """
 
 from __future__ import annotations
@@ -35,12 +86,113 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
+from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_time
-from .errors import TraceError
-from .reading import JsonlReader, Limits, head_text, head_values, read_document
+from .detect import Claim, Sample, share
+from .errors import Skips, TooManySteps, TraceError
+from .reading import (
+    JsonlReader,
+    Limits,
+    clip_json,
+    clip_strings,
+    iter_document,
+    looks_like_jsonl,
+    partial_json,
+    stream_head,
+)
 
 STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result", "error"}
+MESSAGE_TYPES = {"user", "gemini", "info", "error", "warning"}
+NOTICE_TYPES = {"info", "error", "warning"}
+META_KEYS = ("sessionId", "projectHash", "startTime", "lastUpdated", "kind", "summary")
+
+# --- the outcome of a tool call (both importers)
+
+SHELL_TOOLS = {"run_shell_command", "shell"}
+GEMINI_RULES = text_errors.rules(
+    ("killed by signal", r"^Signal: (?:[1-9]\d*|SIG[A-Z]+)[ \t]*$"),
+)
+_SHELL_LAYOUT = re.compile(r"\A\s*Command: ")
+_EXIT_FIELD = re.compile(r"^Exit Code: (-?\d+)[ \t]*$", re.MULTILINE)
+_PLACEHOLDER = re.compile(
+    r"^(?:Error|Signal|Exit Code|Background PIDs|Process Group PGID): \(none\)[ \t]*$",
+    re.MULTILINE,
+)
+_REFUSED = re.compile(r'Tool "[^"\n]*" not found in registry|Unauthorized tool call')
+
+
+def call_status(
+    status: Any,
+    output: Any,
+    *,
+    tool: str,
+    error: Any = None,
+    error_type: Any = None,
+) -> str:
+    """Return "ok", "error" or "invalid" for a call (the module's outcome rule)."""
+    status = str(status or "").lower()
+    if error is not None or status == "error":
+        text = error if isinstance(error, str) else output if isinstance(output, str) else ""
+        refused = str(error_type or "").lower() == "tool_not_registered"
+        return "invalid" if refused or _REFUSED.search(text) else "error"
+    if status == "cancelled":
+        return "error"
+    if status not in ("", "success"):
+        return "ok"  # still in progress when the file was written
+    return "error" if shell_failed(output, tool) else "ok"
+
+
+def shell_failed(output: Any, tool: str) -> bool:
+    """Return whether a shell tool's text output reports a failed command."""
+    if not isinstance(output, str) or not (tool in SHELL_TOOLS or _SHELL_LAYOUT.match(output)):
+        return False
+    code = _EXIT_FIELD.search(output)
+    if code is not None:
+        return int(code.group(1)) != 0
+    return text_errors.is_error(_PLACEHOLDER.sub("", output), GEMINI_RULES)
+
+
+def _set_call(step: Step, result: Any, status: str, limits: Limits, **kwargs: Any) -> None:
+    set_result(step, result, error=status != "ok", limits=limits, **kwargs)
+    step.status = status
+
+
+# --- gemini-stream
+
+
+def _stream_claim(sample: Sample) -> Claim:
+    """JSONL of Gemini stream-json events, with a mark only Gemini writes."""
+    if sample.layout != "jsonl":
+        return Claim.no("not JSONL")
+    records = sample.records
+    fit = share(records, lambda r: isinstance(r, dict) and r.get("type") in STREAM_TYPES)
+    if not fit:
+        return Claim.no("no record is a stream-json event (init, message, tool_use, ...)")
+    marks = [m for r in sample.objects() if (m := _stream_mark(r))]
+    if not marks:
+        return Claim.no(
+            "no `init` with session_id, `tool_use`/`tool_result` with tool_id, delta "
+            "message or `result` with stats"
+        )
+    return Claim(
+        0.6 + 0.35 * fit,
+        f"{fit:.0%} of the records are stream-json events; {len(marks)} carry Gemini's "
+        f"fields (first: {marks[0]})",
+    )
+
+
+def _stream_mark(record: dict[str, Any]) -> str | None:
+    kind = record.get("type")
+    if kind == "init" and "session_id" in record:
+        return "init with session_id"
+    if kind in ("tool_use", "tool_result") and "tool_id" in record:
+        return f"{kind} with tool_id"
+    if kind == "message" and record.get("delta") is True:
+        return "message with delta"
+    if kind == "result" and isinstance(record.get("stats"), dict):
+        return "result with stats"
+    return None
 
 
 class _Stream:
@@ -48,26 +200,7 @@ class _Stream:
 
     name = "gemini-stream"
     label = "Gemini CLI stream-json"
-
-    @staticmethod
-    def sniff(head: bytes) -> bool:
-        """JSONL of Gemini events: an `init` with `session_id`, or tool/delta events."""
-        values = head_values(head)
-        if not values or not all(
-            isinstance(v, dict) and v.get("type") in STREAM_TYPES for v in values
-        ):
-            return False
-        for value in values:
-            kind = value.get("type")
-            if kind == "init" and "session_id" in value:
-                return True
-            if kind in ("tool_use", "tool_result") and "tool_id" in value:
-                return True
-            if kind == "message" and value.get("delta") is True:
-                return True
-            if kind == "result" and isinstance(value.get("stats"), dict):
-                return True
-        return False
+    claim = staticmethod(_stream_claim)
 
     @staticmethod
     def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
@@ -75,11 +208,20 @@ class _Stream:
         reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
         session = _Session(limits)
         runs: list[Run] = []
-        for _, event in reader:
+        held = 0
+        for line, event in reader:
             if event.get("type") == "init" and session.started:
                 runs.append(session.run(source, len(runs)))
                 session = _Session(limits)
+            before = len(session.steps)
             session.event(event)
+            held += len(session.steps) - before
+            if held > limits.max_held_steps or len(session.steps) > limits.max_steps:
+                raise TooManySteps(
+                    f"more than {min(limits.max_held_steps, limits.max_steps)} steps",
+                    source=source,
+                    line=line,
+                )
         reader.check_not_empty()
         if session.started or session.steps:
             runs.append(session.run(source, len(runs)))
@@ -127,7 +269,7 @@ class _Session:
             self.started = True
             for key, target in (("session_id", "session_id"), ("model", "model")):
                 if event.get(key):
-                    self.meta[target] = str(event[key])
+                    self.meta[target] = clip_strings(str(event[key]), 200)
         elif kind == "message":
             self.message(event)
         elif kind == "tool_use":
@@ -135,9 +277,9 @@ class _Session:
         elif kind == "tool_result":
             self.tool_result(event)
         elif kind == "result":
-            self.meta["status"] = event.get("status")
+            self.meta["status"] = clip_json(event.get("status"), self.limits)
             if isinstance(event.get("stats"), dict):
-                self.meta["stats"] = event["stats"]
+                self.meta["stats"] = clip_json(event["stats"], self.limits)
         elif kind == "error":
             text = content_text(event.get("message") or event.get("error"))
             self.add(text_step("system", text, limits=self.limits), event, model=False)
@@ -149,7 +291,9 @@ class _Session:
             self.add(text_step("system", text, limits=self.limits), event, model=False)
         elif role == "assistant":
             if event.get("delta") is True and self.delta is not None:
-                self.delta.text = (self.delta.text or "") + text
+                self.delta.text = clip_strings(
+                    (self.delta.text or "") + text, self.limits.max_value_chars
+                )
                 return
             step = self.add(text_step("assistant", text, limits=self.limits), event, model=True)
             self.delta = step if event.get("delta") is True else None
@@ -179,116 +323,588 @@ class _Session:
                 tool_step(tool="(unknown)", args={}, limits=self.limits), event, model=False
             )
             self.meta["results_without_call"] = self.meta.get("results_without_call", 0) + 1
-        error = event.get("status") == "error"
         result = event.get("output")
-        if result is None and isinstance(event.get("error"), dict):
-            result = event["error"].get("message")
-        set_result(
+        error = event.get("error")
+        error_text = error_type = None
+        if isinstance(error, dict):
+            error_text, error_type = error.get("message"), error.get("type")
+            if result is None:
+                result = error_text
+        elif isinstance(error, str):
+            error_text = result = error if result is None else result
+        status = call_status(
+            event.get("status"), result, tool=call.tool, error=error_text, error_type=error_type
+        )
+        _set_call(
             call,
             result,
-            error=error,
-            limits=self.limits,
+            status,
+            self.limits,
             ended_at=parse_time(event.get("timestamp", event.get("ts"))),
         )
 
 
-class _Chat:
-    """The `gemini-chat` importer."""
+# --- gemini-chat: detection
 
-    name = "gemini-chat"
-    label = "Gemini CLI chat recording (JSON)"
 
-    @staticmethod
-    def sniff(head: bytes) -> bool:
-        """A JSON object with `sessionId`, `projectHash` and `messages`."""
-        text = head_text(head, len(head))
-        return (
-            text.startswith("{")
-            and re.search(r'"projectHash"\s*:', text) is not None
-            and '"sessionId"' in text
-            and '"messages"' in text
-        )
+def _is_metadata(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("sessionId"), str)
+        and isinstance(record.get("projectHash"), str)
+        and not isinstance(record.get("id"), str)
+    )
 
-    @staticmethod
-    def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-        """Yield the one run of a chat recording."""
-        doc = read_document(stream, source=source, limits=limits)
-        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-            raise TraceError(
-                "not a Gemini chat recording: no `messages` array", source=source, field="messages"
+
+def _is_message(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("id"), str)
+        and record.get("type") in MESSAGE_TYPES
+    )
+
+
+def _is_chat_record(record: Any) -> bool:
+    if not isinstance(record, dict):
+        return False
+    return (
+        _is_message(record)
+        or isinstance(record.get("$set"), dict)
+        or isinstance(record.get("$rewindTo"), str)
+    )
+
+
+def _gemini_only(record: Any) -> bool:
+    """A record only a Gemini recording writes: a `gemini` message, a `$set`, a `$rewindTo`."""
+    return isinstance(record, dict) and (
+        (_is_message(record) and record.get("type") == "gemini")
+        or isinstance(record.get("$set"), dict)
+        or isinstance(record.get("$rewindTo"), str)
+    )
+
+
+def _chat_claim(sample: Sample) -> Claim:
+    """A chat recording: the `.json` object, or JSONL of a metadata line and records."""
+    top = sample.top
+    if isinstance(top, dict) and "messages" in top:
+        messages = top.get("messages")
+        if not isinstance(messages, list):
+            return Claim.no("`messages` is not an array")
+        fit = share(messages, _is_message) if messages else 1.0
+        if _is_metadata(top) and fit >= 0.5:
+            return Claim(
+                0.95,
+                f"one object with sessionId, projectHash and messages; {fit:.0%} of the "
+                "messages are {id, type: user|gemini|info|error|warning}",
             )
-        meta: dict[str, Any] = {"agent": "gemini-cli"}
-        for key in ("projectHash", "startTime", "lastUpdated"):
-            if doc.get(key):
-                meta[key] = doc[key]
-        run = Run(
-            id=str(doc.get("sessionId") or os.path.basename(source) or "run"),
-            format=_Chat.name,
-            metadata=meta,
+        if isinstance(top.get("sessionId"), str) and messages and any(map(_gemini_only, messages)):
+            return Claim(0.5 + 0.3 * fit, "sessionId and messages with `type: gemini`")
+        return Claim.no("an object with messages, but no sessionId/projectHash")
+    if sample.layout != "jsonl":
+        return Claim.no("neither a chat recording object nor JSONL")
+    records = sample.records
+    meta = [r for r in records if _is_metadata(r)]
+    body = [r for r in records if not _is_metadata(r)]
+    fit = share(body, _is_chat_record)
+    first = records[0] if records else None
+    if _is_metadata(first) and (not body or fit >= 0.5):
+        keys = [k for k in ("startTime", "lastUpdated", "kind") if k in first]
+        return Claim(
+            0.95 if body else 0.9,
+            f"a metadata line (sessionId, projectHash{''.join(', ' + k for k in keys)}) "
+            f"then {fit:.0%} of {len(body)} records are messages, $set or $rewindTo",
         )
-        for message in doc["messages"]:
-            if isinstance(message, dict):
-                run.steps.extend(_chat_steps(message, meta, limits))
-        yield finish_run(run, source=source, limits=limits)
+    if not fit:
+        return Claim.no(
+            "no metadata line with sessionId and projectHash, and no record is "
+            "{id, type: user|gemini|info|error|warning}, $set or $rewindTo"
+        )
+    if any(map(_gemini_only, body)):
+        return Claim(
+            0.5 + 0.35 * fit + (0.05 if meta else 0.0),
+            f"{fit:.0%} of the records are chat-recording records, some only Gemini writes "
+            "(`type: gemini`, $set, $rewindTo)",
+        )
+    return Claim(0.3 * fit, f"{fit:.0%} of the records are {{id, type: user|info|...}} records")
 
 
-def _chat_steps(message: dict[str, Any], meta: dict[str, Any], limits: Limits) -> list[Step]:
-    kind, text = message.get("type"), content_text(message.get("content"))
-    when = parse_time(message.get("timestamp"))
-    msg_id = str(message.get("id") or "") or None
+# --- gemini-chat: messages to steps
+
+
+@dataclass(slots=True, eq=False)
+class _Message:
+    """One message's steps (its latest version), and what it answers or asks of others."""
+
+    id: str
+    steps: list[Step] = field(default_factory=list)
+    responses: list[tuple[str | None, str, Any, str]] = field(default_factory=list)
+    agents: dict[int, str] = field(default_factory=dict)  # index in steps -> agentId
+    pending: dict[int, str] = field(default_factory=dict)  # index -> call id, from parts
+
+
+@dataclass(slots=True, eq=False)
+class _Branch:
+    anchor: _Message | None  # the last live message before the rewound one
+    messages: list[_Message]
+    line: int | None
+
+
+def _parts(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [content] if content is not None else []
+
+
+def _response_value(part: dict[str, Any]) -> tuple[Any, Any]:
+    """(output, error) of a functionResponse part."""
+    fr = part.get("functionResponse")
+    response = fr.get("response") if isinstance(fr, dict) else None
+    if not isinstance(response, dict):
+        return response, None
+    if "error" in response:
+        return response["error"], response["error"]
+    if "output" in response:
+        return response["output"], None
+    return response, None
+
+
+def _call_result(call: dict[str, Any]) -> tuple[Any, Any]:
+    """(result, error) of a ToolCallRecord: its functionResponse outputs, else other parts."""
+    raw = call.get("result")
+    outputs: list[Any] = []
+    error = None
+    if isinstance(raw, str):
+        outputs.append(raw)
+    for part in _parts(raw) if not isinstance(raw, str) else []:
+        if isinstance(part, dict) and "functionResponse" in part:
+            value, failed = _response_value(part)
+            error = failed if failed is not None else error
+            outputs.append(value)
+        elif part is not None:
+            text = content_text(part)
+            if text:
+                outputs.append(text)
+    if not outputs and isinstance(call.get("resultDisplay"), str):
+        outputs.append(call["resultDisplay"])
+    if not outputs:
+        return None, error
+    return (outputs[0] if len(outputs) == 1 else outputs), error
+
+
+def build_message(record: dict[str, Any], meta: dict[str, Any], limits: Limits) -> _Message:
+    """Return the steps of one MessageRecord (see the module rules)."""
+    kind, msg_id = record.get("type"), str(record.get("id") or "")
+    when = parse_time(record.get("timestamp"))
+    message = _Message(msg_id)
+    content = record.get("content")
     if kind == "user":
-        return [text_step("user", text, limits=limits, id=msg_id, started_at=when)]
-    if kind != "gemini":
-        return [text_step("system", text, limits=limits, id=msg_id, started_at=when)]
-    if message.get("model"):
-        meta.setdefault("model", str(message["model"]))
-    steps: list[Step] = []
+        texts = []
+        for part in _parts(content):
+            if isinstance(part, dict) and "functionResponse" in part:
+                fr = part["functionResponse"] if isinstance(part["functionResponse"], dict) else {}
+                value, error = _response_value(part)
+                name = str(fr.get("name") or "")
+                message.responses.append(
+                    (
+                        _text_id(fr.get("id")),
+                        name,
+                        value,
+                        call_status(None, value, tool=name, error=error),
+                    )
+                )
+            else:
+                text = content_text(part)
+                if text:
+                    texts.append(text)
+        if texts or not message.responses:
+            text = content if isinstance(content, str) else "\n".join(texts)
+            message.steps.append(text_step("user", text, limits=limits, id=msg_id))
+    elif kind == "gemini":
+        _gemini_steps(record, message, meta, limits)
+    else:
+        notices = meta.setdefault("notices", {})
+        label = str(kind) if isinstance(kind, str) else "message"
+        notices[label[:40]] = notices.get(label[:40], 0) + 1
+        text = f"{label}: {content_text(content)}"
+        message.steps.append(text_step("system", text, limits=limits, id=msg_id))
+    for step in message.steps:
+        step.started_at = step.started_at or when
+    return message
+
+
+def _text_id(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)[:200]
+
+
+def _gemini_steps(
+    record: dict[str, Any], message: _Message, meta: dict[str, Any], limits: Limits
+) -> None:
+    msg_id = message.id
+    if isinstance(record.get("model"), str) and record["model"]:
+        meta["model"] = record["model"][:200]
     thoughts = [
         f"{t.get('subject', '')}: {t.get('description', '')}".strip(": ")
-        for t in message.get("thoughts") or []
+        for t in record.get("thoughts") or []
         if isinstance(t, dict)
     ]
+    steps = message.steps
     if thoughts:
-        steps.append(text_step("reasoning", "\n".join(thoughts), limits=limits))
+        steps.append(
+            text_step("reasoning", "\n".join(thoughts), limits=limits, id=f"{msg_id}:thoughts")
+        )
+    content = record.get("content")
+    text = content_text([p for p in _parts(content) if not _is_call_part(p)])
     if text.strip():
         steps.append(text_step("assistant", text, limits=limits, id=msg_id))
-    for call in message.get("toolCalls") or []:
-        if isinstance(call, dict):
-            steps.append(_chat_call(call, limits))
+    calls = record.get("toolCalls")
+    if isinstance(calls, list) and calls:
+        for number_, call in enumerate(calls):
+            if isinstance(call, dict):
+                steps.append(_chat_call(call, f"{msg_id}:call{number_}", limits))
+                if isinstance(call.get("agentId"), str) and call["agentId"]:
+                    message.agents[len(steps) - 1] = call["agentId"][:200]
+    else:
+        for number_, part in enumerate(_parts(content)):
+            if _is_call_part(part):
+                fc = part["functionCall"]
+                call_id = _text_id(fc.get("id")) or f"{msg_id}:call{number_}"
+                steps.append(
+                    tool_step(
+                        tool=str(fc.get("name") or ""),
+                        args=fc.get("args"),
+                        limits=limits,
+                        id=call_id,
+                    )
+                )
+                message.pending[len(steps) - 1] = call_id
     if not steps:
         steps.append(text_step("assistant", text, limits=limits, id=msg_id))
     for step in steps:
-        step.batch_id = msg_id
-        step.started_at = step.started_at or when
-    tokens = message.get("tokens") if isinstance(message.get("tokens"), dict) else {}
+        step.batch_id = msg_id or None
+    tokens = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
     steps[0].tokens_in, steps[0].tokens_out = (
         number(tokens.get("input")),
         number(tokens.get("output")),
     )
-    return steps
 
 
-def _chat_call(call: dict[str, Any], limits: Limits) -> Step:
+def _is_call_part(part: Any) -> bool:
+    return isinstance(part, dict) and isinstance(part.get("functionCall"), dict)
+
+
+def _chat_call(call: dict[str, Any], default_id: str, limits: Limits) -> Step:
+    tool = str(call.get("name") or "")
     step = tool_step(
-        tool=str(call.get("name") or ""),
+        tool=tool,
         args=call.get("args"),
         limits=limits,
-        id=str(call.get("id") or "") or None,
+        id=_text_id(call.get("id")) or default_id,
         started_at=parse_time(call.get("timestamp")),
     )
-    outputs, error = [], call.get("status") == "error"
-    for part in call.get("result") or []:
-        response = ((part or {}).get("functionResponse") or {}).get("response") or {}
-        if not isinstance(response, dict):
-            continue
-        if "error" in response:
-            error = True
-            outputs.append(response["error"])
-        elif "output" in response:
-            outputs.append(response["output"])
-    result = None if not outputs else outputs[0] if len(outputs) == 1 else outputs
-    set_result(step, result, error=error, limits=limits)
+    result, error = _call_result(call)
+    status = call_status(call.get("status"), result, tool=step.tool, error=error)
+    _set_call(step, result, status, limits)
+    if str(call.get("status") or "").lower() not in ("", "success", "error", "cancelled"):
+        step.result = None  # still in progress: no result yet
     return step
+
+
+# --- gemini-chat: the conversation state
+
+
+class _Recording:
+    """The live messages (last version of each id, in order), the abandoned branches, and the
+    metadata, record by record; `run()` lays them out as steps."""
+
+    def __init__(self, *, source: str, limits: Limits, skips: Skips) -> None:
+        self.source, self.limits, self.skips = source, limits, skips
+        self.meta: dict[str, Any] = {"agent": "gemini-cli"}
+        self.live: dict[str, _Message] = {}
+        self.branches: list[_Branch] = []
+        self.held = 0  # steps held, live and abandoned
+
+    def _count(self, delta: int, line: int | None) -> None:
+        self.held += delta
+        if self.held > min(self.limits.max_steps, self.limits.max_held_steps):
+            raise TooManySteps(
+                f"the recording holds more than {min(self.limits.max_steps, self.limits.max_held_steps)} steps",
+                source=self.source,
+                line=line,
+            )
+
+    def message(self, record: dict[str, Any], line: int | None) -> None:
+        """Add a message, or replace the earlier version of its id in place."""
+        built = build_message(record, self.meta, self.limits)
+        old = self.live.get(built.id)
+        if old is None:
+            self.live[built.id] = built
+            self._count(len(built.steps), line)
+        else:
+            self._count(len(built.steps) - len(old.steps), line)
+            old.steps, old.responses = built.steps, built.responses
+            old.agents, old.pending = built.agents, built.pending
+
+    def set(self, update: dict[str, Any], line: int | None) -> None:
+        """A metadata update; with `messages`, a checkpoint (see the module rules)."""
+        self.metadata(update)
+        messages = update.get("messages")
+        if isinstance(messages, list):
+            self.checkpoint(messages, line)
+
+    def metadata(self, record: dict[str, Any]) -> None:
+        for key in META_KEYS:
+            value = record.get(key)
+            if isinstance(value, str) and value:
+                self.meta[key] = clip_strings(value, 1000)
+
+    def checkpoint(self, messages: list[Any], line: int | None) -> None:
+        """Replace the live messages by the checkpoint's, keeping those it leaves out."""
+        self.meta["checkpoints"] = self.meta.get("checkpoints", 0) + 1
+        before = {id(m): n for n, m in enumerate(self.live.values())}
+        listed: dict[int, _Message] = {}
+        for index, record in enumerate(messages):
+            if not (isinstance(record, dict) and isinstance(record.get("id"), str)):
+                self.skips.add(
+                    TraceError(
+                        "not a message record (no string `id`)",
+                        source=self.source,
+                        line=line,
+                        field=f"$set.messages[{index}]",
+                    )
+                )
+                continue
+            self.message(record, line)
+            message = self.live[record["id"]]
+            listed[id(message)] = message
+        left = [m for m in self.live.values() if id(m) in before and id(m) not in listed]
+        merged: list[_Message] = []
+        waiting: list[_Message] = []  # new with the checkpoint (a summary): before the next
+        taken = 0
+        for message in listed.values():
+            if id(message) not in before:
+                waiting.append(message)
+                continue
+            while taken < len(left) and before[id(left[taken])] < before[id(message)]:
+                merged.append(left[taken])
+                taken += 1
+            merged.extend(waiting)
+            waiting = []
+            merged.append(message)
+        merged.extend(left[taken:])
+        merged.extend(waiting)
+        self.live = {m.id: m for m in merged}
+
+    def rewind(self, target: str, line: int | None) -> None:
+        """Drop `target` and what follows from the live messages, keeping them as a branch."""
+        order = list(self.live.values())
+        index = next((n for n, m in enumerate(order) if m.id == target), None)
+        if index is None:
+            index = 0
+            self.skips.note(
+                f"{self.source}:{line}: $rewindTo {target[:80]!r} names no live message: "
+                "every message so far is dropped (kept as an abandoned branch)"
+            )
+        dropped = order[index:]
+        self.meta["rewinds"] = self.meta.get("rewinds", 0) + 1
+        if not dropped:
+            return
+        self.meta["abandoned_messages"] = self.meta.get("abandoned_messages", 0) + len(dropped)
+        self.branches.append(_Branch(order[index - 1] if index else None, dropped, line))
+        self.live = {m.id: m for m in order[:index]}
+
+    def run(self, default_id: str) -> Run:
+        run = Run(
+            id=str(self.meta.get("sessionId") or default_id),
+            format=_Chat.name,
+            metadata=self.meta,
+        )
+        _Layout(self, run).lay_out()
+        return run
+
+
+class _Layout:
+    """Lay out the messages as steps: branches and sub-agents as sub-trees (module rules)."""
+
+    def __init__(self, recording: _Recording, run: Run) -> None:
+        self.recording, self.run = recording, run
+        self.limits = recording.limits
+        self.at: dict[int, list[_Branch]] = {}
+        for branch in recording.branches:
+            key = id(branch.anchor) if branch.anchor is not None else 0
+            self.at.setdefault(key, []).append(branch)
+        live = list(recording.live.values())
+        every = live + [m for b in recording.branches for m in b.messages]
+        self.tree = bool(recording.branches) or any(m.agents for m in every)
+        self.ids: dict[str, int] = {}
+        self.open: dict[str, list[Step]] = {}  # calls made in content parts, by call id
+        self.agents: set[str] = set()
+        self.live = live
+
+    def lay_out(self) -> None:
+        self.sequence(self.live, None, top=True)
+        if self.agents:
+            self.run.metadata["sub_agents"] = sorted(self.agents)
+        if not self.tree:
+            for step in self.run.steps:
+                step.parent_id = None
+
+    def add(self, step: Step, parent: str | None) -> Step:
+        if step.id is not None:
+            count = self.ids.get(step.id, 0) + 1
+            self.ids[step.id] = count
+            if count > 1:
+                step.id = f"{step.id}#{count}"
+        step.parent_id = parent
+        self.run.steps.append(step)
+        return step
+
+    def marker(self, text: str, name: str, parent: str | None) -> Step:
+        return self.add(text_step("system", text, limits=self.limits, id=name), parent)
+
+    def sequence(self, messages: list[_Message], parent: str | None, *, top: bool = False) -> None:
+        current = parent
+        last = parent
+        if top:
+            for branch in self.at.get(0, []):
+                self.branch(branch, parent)
+        markers: dict[str, str] = {}
+        for message in messages:
+            self.answer(message, current)
+            for index, step in enumerate(message.steps):
+                agent = message.agents.get(index)
+                if agent is None:
+                    last = self.add(step, current).id
+                    continue
+                if agent not in markers:
+                    self.agents.add(agent)
+                    markers[agent] = self.marker(f"sub-agent {agent}", f"agent:{agent}", current).id
+                self.add(step, markers[agent])
+            for index, call_id in message.pending.items():
+                self.open.setdefault(call_id, []).append(message.steps[index])
+            for branch in self.at.get(id(message), []):
+                self.branch(branch, last)
+                current = last
+
+    def branch(self, branch: _Branch, parent: str | None) -> None:
+        first = branch.messages[0].id
+        where = f" (`$rewindTo` at line {branch.line})" if branch.line else ""
+        text = (
+            f"abandoned branch: {len(branch.messages)} messages from {first[:80]!r} were "
+            f"dropped by a rewind{where}"
+        )
+        marker = self.marker(text, f"branch:{first}", parent)
+        self.sequence(branch.messages, marker.id)
+
+    def answer(self, message: _Message, parent: str | None) -> None:
+        """Give the calls made in content parts the results a user message's parts carry."""
+        for call_id, name, value, status in message.responses:
+            waiting = self.open.get(call_id or "") or []
+            if not waiting and call_id is None:
+                waiting = next(
+                    (w for w in self.open.values() if w and (not name or w[0].tool == name)), []
+                )
+            if waiting:
+                step = waiting.pop(0)
+            else:
+                step = self.add(
+                    tool_step(tool=name, args=None, limits=self.limits, id=call_id), parent
+                )
+                self.recording.skips.note(
+                    f"{self.recording.source}: result for call {call_id!r} matches no call; "
+                    "kept as a step of its own"
+                )
+            _set_call(step, value, status, self.limits)
+
+
+# --- gemini-chat: the importer
+
+
+class _Chat:
+    """The `gemini-chat` importer (both encodings of a chat recording)."""
+
+    name = "gemini-chat"
+    label = "Gemini CLI chat recording (JSONL or JSON)"
+    claim = staticmethod(_chat_claim)
+
+    @staticmethod
+    def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+        """Yield the one run of a chat recording."""
+        default_id = os.path.basename(source) or "run"
+        if looks_like_jsonl(stream_head(stream)):
+            recording = _read_jsonl(stream, source=source, limits=limits)
+            recording.meta["recording"] = "jsonl"
+        else:
+            recording = _read_document(stream, source=source, limits=limits)
+            recording.meta["recording"] = "json"
+        run = recording.run(default_id)
+        yield finish_run(recording.skips.apply(run), source=source, limits=limits)
+
+
+MALFORMED = (TypeError, AttributeError, KeyError)
+
+
+def _read_jsonl(stream: IO[bytes], *, source: str, limits: Limits) -> _Recording:
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
+    recording = _Recording(source=source, limits=limits, skips=reader.skips)
+    for line, record in reader:
+        try:
+            if isinstance(record.get("$rewindTo"), str):
+                recording.rewind(record["$rewindTo"], line)
+            elif isinstance(record.get("id"), str):
+                recording.message(record, line)
+            elif isinstance(record.get("$set"), dict):
+                recording.set(record["$set"], line)
+            elif isinstance(record.get("sessionId"), str):
+                recording.metadata(record)  # the metadata line, or a legacy whole record
+                if isinstance(record.get("messages"), list):
+                    recording.checkpoint(record["messages"], line)
+            else:
+                reader.reject(
+                    TraceError(
+                        "not a Gemini chat record: no `id`, `$set`, `$rewindTo` or `sessionId`",
+                        source=source,
+                        line=line,
+                    )
+                )
+        except MALFORMED as exc:
+            reader.reject(
+                TraceError(f"malformed record ({type(exc).__name__})", source=source, line=line)
+            )
+    reader.check_not_empty()
+    return recording
+
+
+def _read_document(stream: IO[bytes], *, source: str, limits: Limits) -> _Recording:
+    top = partial_json(stream_head(stream))  # the metadata keys come before `messages`
+    recording = _Recording(source=source, limits=limits, skips=Skips())
+    if isinstance(top, dict):
+        recording.metadata(top)
+    seen = 0
+    for index, item in enumerate(
+        iter_document(stream, "messages.item", source=source, limits=limits)
+    ):
+        seen += 1
+        where = f"messages[{index}]"
+        if not isinstance(item, dict):
+            recording.skips.add(
+                TraceError(
+                    f"expected an object, got {type(item).__name__}", source=source, field=where
+                )
+            )
+            continue
+        if not isinstance(item.get("id"), str):
+            item = {**item, "id": f"#{index}"}
+        try:
+            recording.message(item, None)
+        except MALFORMED as exc:
+            recording.skips.add(
+                TraceError(f"malformed message ({type(exc).__name__})", source=source, field=where)
+            )
+    if not seen and not (isinstance(top, dict) and isinstance(top.get("messages"), list)):
+        raise TraceError(
+            "not a Gemini chat recording: no `messages` array", source=source, field="messages"
+        )
+    return recording
 
 
 stream = _Stream()
