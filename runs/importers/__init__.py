@@ -29,6 +29,7 @@ from . import (
     codex,
     copilot_cli,
     gemini,
+    generic,
     mini_swe_agent,
     native,
     openhands,
@@ -89,6 +90,7 @@ IMPORTERS: dict[str, Importer] = {
         anthropic,
         chat,
         native,
+        generic,  # heuristic: offered by name only (HEURISTIC below)
     )
 }
 
