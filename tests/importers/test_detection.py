@@ -41,6 +41,7 @@ EXPECTED = [
     ("importers", "tau2", "tau2"),
     ("importers", "openai_agents", "openai-agents"),
     ("importers", "copilot_cli", "copilot-cli"),
+    ("importers", "opencode", "opencode"),
     ("importers", "generic", None),
 ]
 

@@ -169,6 +169,13 @@ def copilot_cli(args: Any) -> bytes:
     return jsonl({"type": "tool.execution_start", "data": start, "id": "1", "parentId": None})
 
 
+def opencode(args: Any) -> bytes:
+    state = {"status": "completed", "input": args, "output": "ok"}
+    part = {"type": "tool", "callID": "c", "tool": "f", "state": state}
+    message = {"info": {"id": "msg_1", "role": "assistant"}, "parts": [part]}
+    return document({"info": {"id": "ses_1"}, "messages": [message]})
+
+
 #: format name -> (file builder, whether the format carries arguments as JSON text)
 FORMATS = {
     "native": (native, False),
@@ -185,6 +192,7 @@ FORMATS = {
     "tau2": (tau2, False),
     "openai-agents": (openai_agents, True),
     "copilot-cli": (copilot_cli, True),
+    "opencode": (opencode, False),
 }
 
 
