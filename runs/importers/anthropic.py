@@ -14,7 +14,12 @@ Mapping (a linear run: no parent ids):
   step (id = message id or `m<index>`), `tool_use {id, name, input}` (and `server_tool_use`)
   -> a tool_call step with args = input; calls of one message share its batch_id; `usage`
   gives tokens on the message's first step, `model` goes to metadata.
-- Errors are explicit only: `is_error: true` -> status "error". Result text is not inspected.
+- Errors: a boolean `is_error` on the `tool_result` wins (true -> "error", false -> "ok");
+  a result without one is judged by its text with text_errors' common rules (`Exit code 1`,
+  "command not found", a traceback, ...), as tools that omit the flag still say so there.
+
+Detection (`claim`): Anthropic-only blocks and fields decide it, but chat-only fields (a
+`tool` role, `tool_calls`, a system role in the list) send a converted export to chat.
 """
 
 from __future__ import annotations
@@ -25,27 +30,23 @@ from typing import IO, Any
 from detection.model import Run
 
 from .content import content_text
-from .conversation import Conversation, read_conversations
+from .conversation import (
+    Conversation,
+    anthropic_marks,
+    chat_marks,
+    join,
+    messages_in,
+    read_conversations,
+    result_error,
+)
+from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
-from .reading import Limits, head_values
+from .reading import Limits
 
 name = "anthropic"
 label = "Anthropic Messages API conversation"
 
-ANTHROPIC_BLOCKS = {
-    "tool_use",
-    "tool_result",
-    "thinking",
-    "redacted_thinking",
-    "server_tool_use",
-    "web_search_tool_result",
-}
 CLAUDE_CODE_KEYS = {"sessionId", "uuid", "parentUuid", "message"}
-
-
-def _blocks(message: Any) -> list:
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, list) else []
 
 
 def _message_list(value: Any) -> list | None:
@@ -54,27 +55,6 @@ def _message_list(value: Any) -> list | None:
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         return value["messages"]
     return None
-
-
-def has_anthropic_marks(value: Any) -> bool:
-    """Return whether a (partly read) value shows something only Anthropic messages have."""
-    if isinstance(value, dict) and (
-        "anthropic_version" in value or ("system" in value and "messages" in value)
-    ):
-        return True
-    if isinstance(value, dict) and value.get("type") == "message" and "stop_reason" in value:
-        return True
-    messages = _message_list(value)
-    if messages is None:
-        return False
-    for message in messages[:50]:
-        nested = isinstance(message, dict) and isinstance(message.get("messages"), list)
-        if nested and has_anthropic_marks(message):
-            return True
-        for block in _blocks(message):
-            if isinstance(block, dict) and block.get("type") in ANTHROPIC_BLOCKS:
-                return True
-    return False
 
 
 def _is_message(value: Any) -> bool:
@@ -87,26 +67,49 @@ def _is_message(value: Any) -> bool:
     )
 
 
-def _shape_ok(value: Any) -> bool:
-    if isinstance(value, dict) and CLAUDE_CODE_KEYS & set(value):
-        return False
-    messages = _message_list(value)
-    if messages is None:
-        return _is_message(value)
-    if (
-        isinstance(value, list)
-        and messages
-        and isinstance(messages[0], dict)
-        and "messages" in messages[0]
-    ):
-        messages = messages[0]["messages"]  # an array of conversations
-    return bool(messages) and _is_message(messages[0])
+def claim(sample: Sample) -> Claim:
+    """Score a file as Anthropic messages: Anthropic-only blocks, and no chat-only field.
+
+    0.85: content blocks or fields only the Messages API writes (`tool_use`, `tool_result`,
+    `thinking`, ... blocks; `system` beside `messages`; `anthropic_version`; `stop_reason`)
+    and nothing chat-only; 0.35: such blocks, but also chat-only fields (a `tool` role,
+    `tool_calls`, a system role in the list, ...): a converted chat export, which chat takes;
+    0.25: plain user/assistant messages (chat takes those); 0 with chat-only fields alone.
+    """
+    found = messages_in(sample, ("messages",))
+    if found.foreign:
+        return Claim.no(f"a record has {found.foreign}: another format's file")
+    if not found.messages:
+        return Claim.no("no message list: no record has `messages` or a `role`")
+    if not any(m.get("type", "message") == "message" for m in found.messages):
+        return Claim.no('every record with a `role` has a `type` other than "message"')
+    marks, chat = anthropic_marks(found), chat_marks(found)
+    if marks and chat:
+        score = 0.35
+        reason = (
+            f"Anthropic blocks {join(marks, 3)}, but chat-only fields {join(chat, 3)} "
+            "decide for chat (a converted export)"
+        )
+    elif chat:
+        return Claim.no(f"chat-only fields {join(chat, 3)} and no Anthropic block")
+    elif marks:
+        score = 0.85
+        reason = f"Anthropic-only blocks and fields: {join(marks)}; roles only user/assistant"
+    else:
+        score = 0.25
+        reason = (
+            "plain user/assistant messages: no Anthropic-only block (tool_use, tool_result, "
+            "thinking) or top-level system"
+        )
+    if found.fit < 0.5:
+        score *= found.fit * 2
+        reason += f"; only {found.fitting} of {found.records} records are messages"
+    return Claim(round(score, 3), reason)
 
 
 def sniff(head: bytes) -> bool:
-    """Messages with Anthropic content blocks (tool_use, tool_result, thinking) or `system`."""
-    values = head_values(head)
-    return bool(values) and _shape_ok(values[0]) and any(map(has_anthropic_marks, values))
+    """Whether `claim` takes these first bytes on its own (kept for callers of the old API)."""
+    return claim(sample_of(head)).score >= GOOD_ENOUGH
 
 
 def _add_user(conversation: Conversation, message: dict, index: int) -> None:
@@ -120,10 +123,11 @@ def _add_user(conversation: Conversation, message: dict, index: int) -> None:
             raise TraceError("a content block must be an object", field="content")
         if block.get("type") in ("tool_result", "web_search_tool_result"):
             result = block.get("content")  # optional: no content is no result
+            text = None if result is None else content_text(result)
             conversation.result(
-                None if result is None else content_text(result),
+                text,
                 call_id=block.get("tool_use_id"),
-                error=block.get("is_error") is True,
+                error=result_error(text, block.get("is_error"), extra=()),
                 where=f"message {index}: ",
             )
         else:

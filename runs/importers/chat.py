@@ -32,7 +32,7 @@ Roles:
 - Inlined sub-agents: a role `<base>-subagent-<id>` (`assistant-subagent-a1`,
   `user-subagent-a1`, `tool-subagent-a1`) is read as its base role, on the branch of child
   `<id>`: its steps get parent_id = the sub-agent call (`Task`, `Agent`, `spawn_agent`, ...)
-  that started it (see conversation.py), or no parent without one. So a child's calls are
+  that started it (see conversation.py), else the run's first step. So a child's calls are
   counted in the child, never as repeats of the parent's. `metadata["subagents"]` counts them.
 - Any other role is skipped, counted and reported with a warning that names it.
 - Errors: an explicit boolean `is_error` (on a tool message or a `tool_result` part) wins;

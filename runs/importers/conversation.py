@@ -17,8 +17,10 @@ sub-agent. `branch(child)` gives the parent id for that child's steps: the sub-a
 (`Task`, `Agent`, `spawn_agent`, ... see `starts_subagent`) that started it, chosen once, at
 the child's first message: the unclaimed call whose prompt is the child's first text, else
 the earliest unclaimed one of the latest batch that has one, else the latest such call
-(even if claimed), else no parent (the child hangs from the root). Main-line steps keep
-parent_id None, so a parent's later calls never see the child's (detection/model.py).
+(even if claimed), else the run's first step (the root of the conversation; none when the
+child's message is the first). Main-line steps keep parent_id None: in the engine a child
+sees the parent's earlier calls, but the parent's later calls never see the child's, so a
+child's calls are not counted as parent repeats (detection/model.py).
 
 Errors a result shows only in its text: `result_error` (text_errors' common table plus the
 format's own rules); an explicit flag always wins.
@@ -168,6 +170,10 @@ class Conversation:
         parent = self._spawn_for(text if isinstance(text, str) else None)
         if parent is not None:
             self._claimed.add(parent.seq)
+        elif self.run.steps:  # no call started it: hang it from the run's first step
+            parent = self.run.steps[0]
+            if parent.id is None:
+                parent.id = "step-0"
         self._children[child] = None if parent is None else parent.id
         self.run.metadata.setdefault("subagents", 0)
         self.run.metadata["subagents"] += 1

@@ -5,7 +5,8 @@ Accepted shapes: a JSON array of items (one run); a Response object `{"id", "obj
 "instructions"?}` (or both `input` and `output`: input first) = one run; an array of such
 objects = one run each; JSONL of items = one run for the file; JSONL of Response/request
 objects = one run per line. Codex rollout JSONL (`{"type": "response_item", "payload"}`) is a
-different format.
+different format. Detection (`claim`): typed items or a Response object decide it; untyped
+role messages with `input_text` parts are Responses only when nothing chat-only is beside.
 
 Mapping (a linear run: no parent ids):
 - `message` (role, content text or parts `input_text`/`output_text`/`refusal`) -> a
@@ -21,24 +22,34 @@ Mapping (a linear run: no parent ids):
   `code_interpreter_call`, `image_generation_call`, `mcp_call`) -> one complete tool_call.
 - batch_id: calls with no user message or tool output between them were issued together
   (parallel calls of one model turn) and share a batch id (`b<index>` of the first item).
-- Errors: an item `status` of "failed"/"incomplete" or an `error` field -> "error"; otherwise
-  errors exist only in text: output text starting `Error:` (any case), a Codex-style
-  `Exit code: N` first line with N != 0, or JSON output whose `metadata.exit_code` != 0.
+- Errors: an item `status` of "failed"/"incomplete" or an `error` field -> "error"; JSON
+  output with a `metadata.exit_code` -> "error" when it is not 0; otherwise the text decides:
+  text_errors' common rules (`Exit code: N` with N != 0 in its spellings, "command not
+  found", tracebacks, ...) and output starting `Error:` (any case).
+- `function_call` arguments that are text but not JSON are kept raw; the call is "invalid".
 - Response `usage` and `model` go to run metadata (`tokens_in`, `tokens_out`, `model`).
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Iterator
 from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .content import content_text, parse_json_text
-from .conversation import Conversation, read_conversations, text_is_error
+from .content import content_text, number, parse_json_text
+from .conversation import (
+    Conversation,
+    Messages,
+    chat_marks,
+    join,
+    read_conversations,
+    result_error,
+)
+from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
-from .reading import Limits, head_values
+from .reading import Limits
 
 name = "responses"
 label = "OpenAI Responses API items"
@@ -55,7 +66,6 @@ SELF_CONTAINED = {
 ITEM_TYPES = CALLS | OUTPUTS | SELF_CONTAINED | {"message", "reasoning", "item_reference"}
 PART_TYPES = {"input_text", "output_text", "refusal", "input_image", "input_file", "summary_text"}
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-_EXIT_CODE = re.compile(r"\s*Exit code:\s*(-?\d+)")
 
 
 def _is_item(value: Any) -> bool:
@@ -91,24 +101,83 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
-def _claims(value: Any) -> bool:
-    if _is_item(value):
-        return True
-    if isinstance(value, dict) and value.get("object") == "response":
-        return True
-    items = _item_list(value)
-    if items is None or not items:
-        return False
-    first = items[0]
-    if isinstance(value, list) and isinstance(first, dict) and "type" not in first:
-        return _claims(first)  # an array of Response/request objects
-    return any(_is_item(item) for item in items[:20])
+def _typed(item: dict) -> bool:
+    """An item only the Responses API writes: a typed call/output/reasoning item with an id,
+    or a message whose content parts are Responses parts (`input_text`, `output_text`)."""
+    kind = item.get("type")
+    if kind == "message":
+        return _is_item(item)
+    return kind in ITEM_TYPES and ("call_id" in item or "id" in item)
+
+
+def claim(sample: Sample) -> Claim:
+    """Score a file as Responses items: typed items or a Response object decide it.
+
+    0.85: typed items (`function_call`, `function_call_output`, `reasoning`, `message` with
+    `input_text`/`output_text` parts, ...) or a Response object (`object: "response"`);
+    0.6: untyped role messages whose parts are Responses parts and nothing chat-only (an
+    `input` list of easy input messages); 0.3: such parts beside chat-only fields (a chat
+    export with converted parts, which chat takes); 0 otherwise.
+    """
+    records = sample.records
+    if any(isinstance(r, dict) and "payload" in r for r in records):
+        return Claim.no("records wrap items in `payload` (a Codex rollout)")
+    items: list[dict] = []
+    fitting, response = 0, False
+    for record in records:
+        if isinstance(record, dict) and record.get("object") == "response":
+            response = True
+        inner = _item_list(record) if isinstance(record, dict | list) else None
+        if isinstance(record, dict) and "type" not in record and "role" not in record:
+            found = [i for i in inner or [] if isinstance(i, dict)]
+        elif isinstance(record, list):
+            found = [i for i in record if isinstance(i, dict)]
+        else:
+            found = [record] if isinstance(record, dict) else []
+        items.extend(found)
+        fitting += bool(response or any(_typed(i) or "role" in i for i in found))
+    fit = fitting / len(records) if records else 0.0
+    typed = [i for i in items if "type" in i and _typed(i)]
+    kinds = sorted({i["type"] for i in typed}, key=lambda k: (k == "message", k))
+    untyped = [i for i in items if "type" not in i and "role" in i]
+    parts = sorted(
+        {
+            part["type"]
+            for i in untyped
+            if isinstance(i.get("content"), list)
+            for part in i["content"]
+            if isinstance(part, dict) and part.get("type") in PART_TYPES
+        }
+    )
+    chat = chat_marks(Messages(messages=untyped))
+    if response or typed:
+        shown = [f'"{k}" items' for k in kinds]
+        if response:
+            shown.insert(0, 'a Response object (`object: "response"`)')
+        score, reason = 0.85, f"Responses-only items: {join(shown)}"
+    elif parts and not chat:
+        score = 0.6
+        reason = (
+            f"role messages with Responses parts {join([f'{p!r}' for p in parts], 3)} "
+            "and no chat-only field"
+        )
+    elif parts:
+        score = 0.3
+        reason = f"Responses parts, but chat-only fields {join(chat, 3)} decide for chat"
+    else:
+        return Claim.no(
+            "no Responses item (typed `function_call`, `function_call_output`, `reasoning`, "
+            "`message` with `input_text` parts) and no Response object"
+        )
+    if fit < 0.5:
+        score *= fit * 2
+        reason += f"; only {fitting} of {len(records)} records are items"
+    return Claim(round(score, 3), reason)
 
 
 def sniff(head: bytes) -> bool:
-    """Responses items (typed message parts, function_call, ...) or a Response object."""
-    values = head_values(head)
-    return bool(values) and _claims(values[0])
+    """Whether `claim` takes these first bytes on its own (kept for callers of the old API)."""
+    return claim(sample_of(head)).score >= GOOD_ENOUGH
 
 
 # --- mapping items onto a run
@@ -118,16 +187,12 @@ def output_is_error(output: Any) -> bool:
     """Return whether a tool output reports an error in its text (see the module rules)."""
     if not isinstance(output, str):
         return False
-    if text_is_error(output):
-        return True
-    match = _EXIT_CODE.match(output)
-    if match:
-        return int(match.group(1)) != 0
     value = parse_json_text(output)
     if isinstance(value, dict) and isinstance(value.get("metadata"), dict):
-        code = value["metadata"].get("exit_code")
-        return isinstance(code, int) and code != 0
-    return False
+        code = number(value["metadata"].get("exit_code"))
+        if code is not None:  # an exit code field is explicit: it wins over the text
+            return code != 0
+    return result_error(output)
 
 
 def _failed(item: dict) -> bool:
@@ -197,9 +262,16 @@ class _Items:
         tool = item.get("name") or kind.removesuffix("_call")
         if kind == "mcp_call" and item.get("server_label"):
             tool = f"{item['server_label']}.{tool}"
-        return self.conversation.call(
+        step = self.conversation.call(
             tool, args, call_id=item.get("call_id") or item.get("id"), batch_id=self.batch
         )
+        raw = item.get("arguments")
+        if kind == "function_call" and isinstance(raw, str) and raw.strip() and args is raw:
+            try:
+                json.loads(raw)
+            except ValueError:
+                step.status = "invalid"  # the model wrote arguments that are not JSON
+        return step
 
 
 def _self_result(item: dict) -> Any:
