@@ -702,6 +702,7 @@ def _mcp_end(state: _State, payload: dict[str, Any], when: float | None) -> None
     tool = "__".join(str(invocation.get(k)) for k in ("server", "tool") if invocation.get(k))
     step = _new_call(state, call_id, tool or "(mcp)", invocation.get("arguments"), when)
     set_result(step, text, error=error, limits=state.limits, ended_at=when)
+    state.in_response = False  # it carries its result: the response is over
 
 
 def _item_completed(state: _State, item: Any, when: float | None) -> None:
