@@ -94,3 +94,26 @@ def test_claude_code_sessions_are_not_claimed():
 
     for path in SHARED.glob("*/transcript.jsonl"):
         assert not anthropic.sniff(path.read_bytes()[:65536])
+
+
+def test_is_error_wins_and_results_without_it_are_judged_by_their_text():
+    def result(use_id: str, text: str, **flag: bool) -> dict:
+        return {"type": "tool_result", "tool_use_id": use_id, "content": text, **flag}
+
+    uses = [
+        {"type": "tool_use", "id": f"u{n}", "name": "Bash", "input": {"n": n}} for n in range(4)
+    ]
+    messages = [
+        {"role": "assistant", "content": uses},
+        {
+            "role": "user",
+            "content": [
+                result("u0", "Exit code 1\nboom"),  # no flag: the common exit-code rule
+                result("u1", "Exit code 1\nboom", is_error=False),  # the flag wins
+                result("u2", "all fine", is_error=True),  # the flag wins
+                result("u3", "Error: plain text"),  # no flag: the common "error line" rule
+            ],
+        },
+    ]
+    (run,) = parse(json.dumps({"system": "s", "messages": messages}).encode())
+    assert [s.status for s in run.steps if s.is_tool_call] == ["error", "ok", "error", "error"]

@@ -92,3 +92,29 @@ def test_codex_rollout_and_native_are_not_claimed():
     native = {"type": "message", "role": "user", "content": "hi"}
     assert not responses.sniff(json.dumps(codex).encode() + b"\n")
     assert not responses.sniff(json.dumps(native).encode() + b"\n")
+
+
+def test_outputs_are_judged_by_the_common_text_rules_unless_an_exit_code_field_says():
+    outputs = [
+        "Exit code 127\nsh: rg: not found",  # common exit-code rule, no colon
+        "Process exited with code 2",  # common exit-code rule
+        '{"output": "Traceback (most recent call last):", "metadata": {"exit_code": 0}}',
+        '{"output": "ok", "metadata": {"exit_code": 1}}',
+        "all good",
+    ]
+    items = []
+    for n, output in enumerate(outputs):
+        items.append({"type": "function_call", "call_id": f"c{n}", "name": "sh", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": f"c{n}", "output": output})
+    (run,) = parse(json.dumps(items).encode())
+    assert [s.status for s in run.steps] == ["error", "error", "ok", "error", "ok"]
+
+
+def test_arguments_that_are_not_json_make_an_invalid_call():
+    items = [
+        {"type": "function_call", "call_id": "c", "name": "sh", "arguments": '{"cmd": "ls"'},
+        {"type": "function_call_output", "call_id": "c", "output": "ran"},
+    ]
+    (run,) = parse(json.dumps(items).encode())
+    (step,) = run.steps
+    assert (step.args, step.status) == ('{"cmd": "ls"', "invalid")
