@@ -18,12 +18,14 @@ What counts:
   `args`, `input`, `parameters`, `params`, `tool_input`, `toolInput`; `function.arguments`),
   or a name and an explicit call type (`type` `tool_use`, `tool_call`, `toolCall`,
   `function_call`, or any type ending in `_call`/`_tool_use`). Arguments held as JSON text
-  are parsed (content.parse_json_text); arguments that are not an object are kept under
-  their field name (`{"input": "<patch text>"}`), so a call's arguments are always an object.
+  are parsed (content.parse_json_text); other arguments that are not an object are kept
+  under their field name (`{"input": "<patch text>"}`), except JSON text that does not parse,
+  which is kept as it is (visibly broken).
   The call's ids (`id`, `call_id`, `tool_call_id`, `tool_use_id`, `tool_id`, `toolCallId`, …)
   are kept for its result. What a call holds (its arguments, its own result) is data and is
   never searched for further calls. A call that carries its own result (`result`, `output`,
-  `response`) gets it there.
+  `response`, `tool_output`, `tool_response`) gets it there; a later copy of a call (same id,
+  name and arguments) that carries a result gives the call that result.
 - **Not a call**: a tool *definition* (arguments that are a JSON schema: `properties`,
   `type: "object"`, or an `input_schema`), and any object with a message role.
 - **A result**: an object (not a call) with a result type (`tool_result`, `toolResult`,
@@ -51,8 +53,9 @@ What it refuses to guess, and counts instead (`read_by["unplaced"]`, with a warn
   same action under another name, so they are not counted either ("shadowed"), nor are
   later copies with the same call id, nor their results.
 
-Copies are not new calls: a call whose id names a call still waiting for its result, with
-the same name and arguments, is that call again (an execution-start event); a call with no
+Copies are not new calls: a call whose id names a call already read, with the same name
+and arguments, is that call again (an execution-start event, a re-appended record), and a
+result for a call already answered is that result again; a call with no
 id that carries its own result and has the name and arguments of a call still waiting is
 that call's execution (it gives the waiting call its result); a message list that starts with a message already read (a model
 input re-sent at every step, an API log's request) re-sends that context, so the messages of
@@ -61,8 +64,9 @@ already-read call by id is that call again.
 
 Runs: a record (JSONL line, top-level array item) that holds a message list is a run of its
 own, unless its list begins with the whole list of the previous record (an API log
-re-sending the context: the same run). Records that are single messages or events make one
-run for the file. A file where no call is found fails with what would be needed: the
+re-sending the context: the same run) or the records before it were single messages or
+events (then the list is a checkpoint or a context of that run). Records that are single
+messages or events make one run for the file. A file where no call is found fails with what would be needed: the
 reader never returns a run that only looks read.
 """
 
@@ -112,8 +116,8 @@ ID_KEYS = (
     "callId",
 )
 LINK_KEYS = ID_KEYS[1:]
-RESULT_VALUE_KEYS = ("content", "output", "result", "response", "error", "text")
-INLINE_RESULT_KEYS = ("result", "output", "response")
+RESULT_VALUE_KEYS = ("content", "output", "result", "response", "tool_output", "error", "text")
+INLINE_RESULT_KEYS = ("result", "output", "response", "tool_output", "tool_response")
 CALL_TYPES = {"tool_use", "tool_call", "toolcall", "function_call", "functioncall"}
 RESULT_TYPES = {"tool_result", "toolresult", "function_result", "tool_response"}
 RESULT_ROLES = {"tool", "function", "toolresult", "tool_result", "ipython"}
@@ -207,6 +211,8 @@ def _as_args(key: str, value: Any) -> Any:
     value = parse_json_text(value)
     if value is None:
         return {}
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        return value  # JSON text that does not parse: kept as it is, visibly broken
     return value if isinstance(value, dict) else {key: value}
 
 
@@ -364,6 +370,7 @@ class Builder:
         self.open: dict[str, list[Step]] = {}  # call id -> unanswered calls, earliest first
         self.answered: set[int] = set()  # seq of answered calls
         self.known_ids: set[str] = set()  # ids of every call read
+        self.by_id: dict[str, list[Step]] = {}  # call id -> every call read with it
         self.shadowed: set[str] = set()  # ids of calls not counted (see the module rules)
         self.batch: list[Step] = []
         self.batch_id: str | None = None
@@ -489,8 +496,13 @@ class Builder:
                 f"tool {shape.tool!r}",
             )
             return
-        if ids and self._waiting_same(ids, shape):
-            self.read_by.copies += 1  # the same call again (an execution-start event)
+        earlier = self._read_before(ids, shape) if ids else None
+        if earlier is not None:  # the same call again (an execution start, a re-append)
+            if shape.has_result and earlier.seq not in self.answered:
+                self._settle(self._take(earlier), shape.result, error=shape.error)
+                self.read_by.count(self.read_by.result_links, "the call's id (a later event)")
+            else:
+                self.read_by.copies += 1
             return
         if not ids and shape.has_result:
             waiting = self._waiting_request(shape)
@@ -517,6 +529,8 @@ class Builder:
             self.batch = []
         self.batch.append(step)
         self.known_ids.update(ids)
+        for call_id in ids:
+            self.by_id.setdefault(call_id, []).append(step)
         if shape.has_result:
             self._settle(step, shape.result, error=shape.error)
             self.read_by.count(self.read_by.result_links, "inline (the call's own result)")
@@ -524,13 +538,13 @@ class Builder:
         for call_id in ids:
             self.open.setdefault(call_id, []).append(step)
 
-    def _waiting_same(self, ids: list[str], shape: CallShape) -> bool:
+    def _read_before(self, ids: list[str], shape: CallShape) -> Step | None:
         args = clip_json(shape.args, self.limits)
-        return any(
-            step.tool == shape.tool[:200] and step.args == args
-            for call_id in ids
-            for step in self.open.get(call_id, [])
-        )
+        for call_id in ids:
+            for step in self.by_id.get(call_id, []):
+                if step.tool == shape.tool[:200] and step.args == args:
+                    return step
+        return None
 
     def _waiting_request(self, shape: CallShape) -> Step | None:
         args = clip_json(shape.args, self.limits)
@@ -547,6 +561,9 @@ class Builder:
             self._unplaced("result of a call not counted", f"call {link!r}")
             return
         step = self._match(link, obj)
+        if step is None and link is not None and link in self.known_ids:
+            self.read_by.copies += 1  # the result of a call already answered, sent again
+            return
         if step is None:
             what = f"call {link!r}" if link is not None else "no call id"
             self._unplaced("result matching no call", what)
@@ -720,7 +737,11 @@ def _records(stream: IO[bytes], *, source: str, limits: Limits, skips: Skips):  
     if looks_like_jsonl(stream_head(stream)):
         reader = JsonlReader(stream, source=source, limits=limits, skips=skips)
         for line, value in reader:
-            yield f":{line}", value
+            if isinstance(value, list) and value and not _is_message_like(value[0]):
+                for index, item in enumerate(value):  # a line holding an array of records
+                    yield f":{line}[{index}]" if line > 1 else f":[{index}]", item
+            else:
+                yield f":{line}", value
         if reader.valid <= 0:
             reader.check_not_empty()
         return
@@ -792,6 +813,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     previous_list: list[bytes] = []
     runs = 0
     last_reason = ""
+    events = False  # the run holds records that are single messages or events
 
     def close(builder: Builder | None) -> Run | None:
         nonlocal last_reason
@@ -810,8 +832,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             marks = [_fingerprint(m) for m in conversation if isinstance(m, dict)]
             continues = (
                 current is not None
-                and len(previous_list) >= 2
-                and marks[: len(previous_list)] == previous_list
+                and (
+                    events  # a list inside a file of events: a checkpoint or context, same run
+                    or (len(previous_list) >= 2 and marks[: len(previous_list)] == previous_list)
+                )
             )
             previous_list = marks
             if not continues:
@@ -823,7 +847,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                     held, runs = done, runs + 1
         elif current is None:
             current = _builder(base, limits, source)
+        before = len(current.run.steps)  # type: ignore[union-attr]
         current.record(value, where)  # type: ignore[union-attr]
+        if conversation is None and len(current.run.steps) > before:  # type: ignore[union-attr]
+            events = True
     done = close(current)
     if done is not None:
         if held is not None:
