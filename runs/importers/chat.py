@@ -16,7 +16,11 @@ Messages (notes §3.4, §3.26). `content` is a string, null, or an array of part
   message's text; other parts (`image_url`, `input_audio`, `file`, ...) show as `[type]`;
 - Anthropic parts converted into the array count as what they are, even without
   `tool_calls`: `tool_use {id, name, input}` -> a tool call, `tool_result {tool_use_id,
-  content, is_error}` -> its result, `thinking` and `reasoning` parts -> a reasoning step.
+  content, is_error}` -> its result, `thinking` and `reasoning` parts -> a reasoning step
+  (`redacted_thinking` has no text and adds nothing). The same holds for Responses
+  `function_call {call_id, name, arguments}` / `function_call_output {call_id, output}` parts
+  and AI SDK `tool-call {toolCallId, toolName, args}` / `tool-result {toolCallId, result}`.
+- a `tool` message's content may also be a JSON object: it is the result as it is.
 Roles:
 - `system`/`developer` -> system step; `user` -> user step; assistant text -> assistant step
   (id `m<index>`), only when there is text, so tool-only turns add no empty messages;
@@ -69,11 +73,19 @@ label = "OpenAI Chat Completions messages (incl. tau-bench)"
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 ALIASES = {"human": "user", "ai": "assistant"}
+RESULTS = {"tool", "function"}
 LIST_KEYS = ("messages", "traj")
 TEXT_PARTS = {"text", "input_text", "output_text", "refusal"}
 REASONING_PARTS = {"thinking", "reasoning", "reasoning_text"}
-CALL_PARTS = {"tool_use", "server_tool_use"}
-RESULT_PARTS = {"tool_result", "web_search_tool_result"}
+# Calls and results inside content arrays: Anthropic blocks, Responses items and AI SDK parts
+# (`tool-call {toolCallId, toolName, args|input}`, `tool-result {toolCallId, result|output}`).
+CALL_PARTS = {"tool_use", "server_tool_use", "function_call", "tool_call", "tool-call"}
+RESULT_PARTS = {
+    "tool_result",
+    "web_search_tool_result",
+    "function_call_output",
+    "tool-result",
+}
 
 
 # --- detection
@@ -216,28 +228,27 @@ class _Blocks:
             if text:
                 self.flush()
                 conversation.message("reasoning", text, id=f"m{self.index}.reasoning")
-        elif kind in CALL_PARTS or kind == "function_call":
+        elif kind in CALL_PARTS:
             self.flush()
-            if kind == "function_call":
-                args, valid = _arguments(part.get("arguments"))
-            else:
-                args, valid = part.get("input"), True
+            raw = _first(part, ("input", "arguments", "args"))
+            args, valid = _arguments(raw) if "input" not in part else (raw, True)
             step = conversation.call(
-                part.get("name"),
+                _first(part, ("name", "toolName")),
                 args,
-                call_id=part.get("id") if kind != "function_call" else part.get("call_id"),
+                call_id=_first(part, ("call_id", "toolCallId", "id")),
                 batch_id=f"m{self.index}",
             )
             if not valid:
                 step.status = "invalid"
         elif kind in RESULT_PARTS:
             self.flush()
-            result = part.get("content")  # optional: no content is no result
-            text = None if result is None else content_text(result)
+            result = _first(part, ("content", "output", "result"))  # none: no result
+            text = None if result is None else _result_text(result)
             conversation.result(
                 text,
-                call_id=part.get("tool_use_id"),
-                error=result_error(text, part.get("is_error")),
+                call_id=_first(part, ("tool_use_id", "call_id", "toolCallId", "tool_call_id")),
+                error=result_error(text, _first(part, ("is_error", "isError"))),
+                name=part.get("toolName"),
                 where=f"message {self.index}: ",
             )
         elif kind == "redacted_thinking":
@@ -246,6 +257,18 @@ class _Blocks:
             text = content_text([part])
             if text:
                 self.texts.append(text)
+
+
+def _first(part: dict, keys: tuple[str, ...]) -> Any:
+    """The value of the first of these keys that the part has (None when it has none)."""
+    return next((part[key] for key in keys if part.get(key) is not None), None)
+
+
+def _result_text(result: Any) -> Any:
+    """A result's text; a JSON object or number (AI SDK `result`) is kept as it is."""
+    if isinstance(result, str | list) or (isinstance(result, dict) and "type" in result):
+        return content_text(result)
+    return result
 
 
 def _reasoning_text(part: dict) -> str:
@@ -282,7 +305,7 @@ def _add_tool_result(conversation: Conversation, message: dict, content: Any, in
         for part in results:
             blocks.part(part)
         return
-    text = None if content is None else content_text(content)  # no content: no result
+    text = None if content is None else _result_text(content)  # no content: no result
     flag = message.get("is_error")
     if not isinstance(flag, bool) and len(results) == 1:
         flag = results[0].get("is_error")
@@ -305,7 +328,7 @@ def add_message(conversation: Conversation, message: Any, index: int) -> None:
     content = message.get("content")
     if isinstance(content, dict) and isinstance(content.get("type"), str):
         content = [content]  # one typed part given bare
-    if content is not None and not isinstance(content, str | list):
+    if content is not None and not isinstance(content, str | list) and role not in RESULTS:
         raise TraceError("content must be text or a list of parts", field="content")
     if role not in ROLES:
         raise TraceError(

@@ -261,3 +261,24 @@ def test_tool_use_parts_are_clipped_like_tool_calls():
     (step,) = calls(run)
     assert step.tool == "x" * 200 and step.args["v"] == "y" * 100 + "…[truncated 400 chars]"
     assert "nested deeper than 20 levels, cut" in repr(step.args["d"])
+
+
+def test_other_apis_call_and_result_parts_and_object_results():
+    messages = [
+        {"role": "system", "content": "s"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool-call", "toolCallId": "k1", "toolName": "ls", "args": {"d": "."}},
+                {"type": "function_call", "id": "fc_9", "call_id": "k2", "name": "cat",
+                 "arguments": '{"f": "a"}'},
+            ],
+        },
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "k1", "result": {"n": 2}}]},
+        {"role": "tool", "tool_call_id": "k2", "content": {"lines": 3}},
+    ]  # fmt: skip
+    run = one_run(json.dumps(messages).encode())
+    assert [(s.id, s.tool, s.args, s.result) for s in calls(run)] == [
+        ("k1", "ls", {"d": "."}, {"n": 2}),
+        ("k2", "cat", {"f": "a"}, {"lines": 3}),
+    ]
