@@ -15,7 +15,9 @@ What counts:
 
 - **A call**: an object with a tool name (`name`, `tool_name`, `toolName`, `tool`,
   `function_name`, `functionName`, or `function.name`) *and* an arguments field (`arguments`,
-  `args`, `input`, `parameters`, `params`, `tool_input`, `toolInput`; `function.arguments`),
+  `args`, `input`, `parameters`, `tool_input`, `toolInput`; `function.arguments`; not
+  `params`, which configuration objects use too: `{"name": "includes", "params": {}}` is a
+  scorer),
   or a name and an explicit call type (`type` `tool_use`, `tool_call`, `toolCall`,
   `function_call`, or any type ending in `_call`/`_tool_use`). Arguments held as JSON text
   are parsed (content.parse_json_text); other arguments that are not an object are kept
@@ -24,7 +26,7 @@ What counts:
   The call's ids (`id`, `call_id`, `tool_call_id`, `tool_use_id`, `tool_id`, `toolCallId`, …)
   are kept for its result. What a call holds (its arguments, its own result) is data and is
   never searched for further calls. A call that carries its own result (`result`, `output`,
-  `response`, `tool_output`, `tool_response`) gets it there; a later copy of a call (same id,
+  `response`, `tool_output`, `tool_response`, `result_json`) gets it there; a later copy of a call (same id,
   name and arguments) that carries a result gives the call that result.
 - **Not a call**: a tool *definition* (arguments that are a JSON schema: `properties`,
   `type: "object"`, or an `input_schema`), and any object with a message role.
@@ -103,7 +105,7 @@ name = "generic"
 label = "any JSON/JSONL with tool calls (read heuristically)"
 
 NAME_KEYS = ("name", "tool_name", "toolName", "tool", "function_name", "functionName")
-ARG_KEYS = ("arguments", "args", "input", "parameters", "params", "tool_input", "toolInput")
+ARG_KEYS = ("arguments", "args", "input", "parameters", "tool_input", "toolInput")
 ID_KEYS = (
     "id",
     "call_id",
@@ -117,7 +119,14 @@ ID_KEYS = (
 )
 LINK_KEYS = ID_KEYS[1:]
 RESULT_VALUE_KEYS = ("content", "output", "result", "response", "tool_output", "error", "text")
-INLINE_RESULT_KEYS = ("result", "output", "response", "tool_output", "tool_response")
+INLINE_RESULT_KEYS = (
+    "result",
+    "output",
+    "response",
+    "tool_output",
+    "tool_response",
+    "result_json",
+)
 CALL_TYPES = {"tool_use", "tool_call", "toolcall", "function_call", "functioncall"}
 RESULT_TYPES = {"tool_result", "toolresult", "function_result", "tool_response"}
 RESULT_ROLES = {"tool", "function", "toolresult", "tool_result", "ipython"}
@@ -134,6 +143,7 @@ ROLE_WORDS = {
 }
 TEXT_PARTS = {"text", "input_text", "output_text"}
 ERROR_STATUS = {"error", "failed", "failure", "errored"}
+REQUEST_WINDOW = 200  # steps searched for the request an execution record answers
 PARENT_LINKS = (("uuid", "parentUuid"), ("id", "parentId"), ("id", "parent_id"))
 _NAME = re.compile(r"^[^\s\x00-\x1f][^\x00-\x1f]{0,199}$")
 
@@ -547,11 +557,17 @@ class Builder:
         return None
 
     def _waiting_request(self, shape: CallShape) -> Step | None:
+        """The earliest unanswered call of the last REQUEST_WINDOW steps with this name and
+        these arguments."""
         args = clip_json(shape.args, self.limits)
-        for waiting in self.open.values():
-            for step in waiting:
-                if step.tool == shape.tool[:200] and step.args == args:
-                    return step
+        for step in self.run.steps[-REQUEST_WINDOW:]:
+            if (
+                step.kind == "tool_call"
+                and step.seq not in self.answered
+                and step.tool == shape.tool[:200]
+                and step.args == args
+            ):
+                return step
         return None
 
     def _result(self, obj: dict, link: str | None, *, link_field: str | None = None) -> None:
@@ -882,7 +898,7 @@ def _why_none(builder: Builder | None) -> str:
     unplaced = builder.read_by.unplaced
     needed = (
         "an object with a tool name (name, tool_name, toolName, tool, function.name) and "
-        "arguments (arguments, args, input, parameters, params) or a call type (tool_use, "
+        "arguments (arguments, args, input, parameters, tool_input) or a call type (tool_use, "
         "tool_call, function_call)"
     )
     if unplaced:

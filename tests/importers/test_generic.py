@@ -53,7 +53,16 @@ SUBSETS = {
     # §3.1: the history ends before the last action; `submit` exists only as the text
     # action of trajectory[4] ("submit"), and generic reads no text actions.
     "6e44b9__sweagenttestrepo-1c2844.traj": {"submit"},
+    # §3.22: Cursor's shell, read and edit hooks (beforeShellExecution {command},
+    # beforeReadFile {file_path}, afterFileEdit {file_path, edits}) name the tool only by
+    # the hook event, with no tool-name field; generic reads the MCP and preToolUse events.
+    "cursor_hooks.jsonl": {"Shell", "Read", "Edit"},
+    # §3.12: an abandoned branch's `edit`; generic keeps the live branch only (as the Claude
+    # Code importer does) and counts the dropped call as not placed, the pi importer keeps
+    # the branch as a sibling subtree.
+    "pi_v3_branches.jsonl": {"edit"},
 }
+NO_NOTICE = {"6e44b9__sweagenttestrepo-1c2844.traj", "cursor_hooks.jsonl"}  # missed silently
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda path: path.name)
@@ -78,7 +87,7 @@ def test_generic_finds_the_same_calls_as_the_real_importer_or_says_it_cannot(pat
     missing = {tool for tool, _ in real - found}
     assert missing == SUBSETS.get(path.name, set())
     unplaced = sum(run.metadata["read_by"]["unplaced"] for run in runs)
-    if path.name != "6e44b9__sweagenttestrepo-1c2844.traj":
+    if path.name not in NO_NOTICE:
         assert unplaced >= len(real - found)  # what it missed, it says it could not place
     for run in runs:
         assert run.metadata["read_by"]["heuristic"] is True
@@ -101,7 +110,7 @@ def test_the_property_covers_every_kind_of_answer():
             continue  # no importer claims it yet (see above)
         outcomes["same" if same else "subset"] += 1
     assert outcomes["same"] >= 5 and outcomes["refused"] >= 5
-    assert outcomes["subset"] == len(SUBSETS)
+    assert outcomes["subset"] == len(SUBSETS.keys() & {path.name for path in SAMPLES})
 
 
 def test_claude_code_samples_read_the_same_calls():
