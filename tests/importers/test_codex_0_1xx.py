@@ -437,3 +437,22 @@ def test_huge_strings_are_clipped_with_a_marker():
     step = run.steps[0]
     assert "truncated" in step.args["cmd"] and len(step.args["cmd"]) < 200
     assert "truncated" in step.result and len(step.result) < 200
+
+
+def test_a_long_command_failing_again_and_again_is_seen_through_its_polls():
+    """`make test` run 4 times, each time in a new session (its own id in the result), each
+    failing with exit 2 in the poll that follows: the exit status joined to the exec_command
+    steps makes them 4 identical failing calls, which the engine flags."""
+    records = [META]
+    for n in range(4):
+        records += [
+            call("exec_command", {"cmd": "make test"}, f"e{n}"),
+            output(f"e{n}", f"Chunk ID: a{n}\nWall time: 10.0 seconds\nProcess running with "
+                            f"session ID {20 + n}\nOriginal token count: 3\nOutput:\nbuilding\n"),
+            call("write_stdin", {"session_id": 20 + n, "chars": ""}, f"w{n}"),
+            output(f"w{n}", f"Chunk ID: b{n}\nWall time: 3.0 seconds\nProcess exited with code 2"
+                            "\nOriginal token count: 3\nOutput:\ntest_tax FAILED\n"),
+        ]  # fmt: skip
+    run = run_of(lines(*records))
+    assert [s.status for s in run.steps if s.tool == "exec_command"] == ["error"] * 4
+    assert ("repeat", "warn", "exec_command") in loops(run)
