@@ -29,6 +29,7 @@ CATALOGUE: Final[tuple[Entry, ...]] = (
     Entry("oscillation", 3, 5, "Going back and forth"),  # before repeat: a cycle's call is its
     Entry("repeat", 3, 5, "Same call, nothing new"),
     Entry("mutating_failure", 2, 4, "Failing change retried"),
+    Entry("blocker", 3, 5, "Same error, different tries"),  # after the exact rules above
     Entry("batch_repeat", 3, 5, "Same batch of calls again"),
     Entry("result_stall", 3, 6, "Different calls, same result"),
     Entry("read_range", 3, 6, "Same file range read again"),

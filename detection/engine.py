@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .detectors.base import Event, Level, Message, add_seq
+from .detectors.blocker import Blocker, BlockerState
 from .detectors.patterns import BatchRepeat, BatchState, Oscillation, OscState
 from .detectors.repeat import Failing, MutatingFailure, Repeat, RepeatState
 from .detectors.similarity import (
@@ -35,7 +36,7 @@ from .detectors.similarity import (
 )
 from .detectors.streams import MessageLoop, Streak, StreakState, Text
 from .findings import _RANK, Analysis, Check, Finding, Ledger, Waste, worst
-from .keys import Digester, digester, value_digest
+from .keys import Digester, Fault, digester, error_fault, value_digest
 from .model import Run
 from .policy import Policy, ToolSettings
 from .step import Step
@@ -44,7 +45,11 @@ __all__ = ["Monitor", "analyze"]
 
 MAX_LANES = 4096
 MAX_IDS = 200_000
+MAX_FAULTS = 4096  # error fingerprints remembered by call and result (loops repeat them)
 SERIES_POINTS = 200
+#: The call signature of every invalid turn (no valid action), whatever its tool, arguments
+#: or error text: a streak of them is one loop.
+INVALID_SIG = "(invalid)"
 
 Totals = tuple[int, float, float, float | None]  # steps, tokens, cost, time
 
@@ -53,12 +58,13 @@ class Lane:
     """The state of one root-to-node path: each detector's state plus what changed the world."""
 
     __slots__ = (
-        "batch", "epoch", "messages", "mutations", "mutfail", "near", "osc", "reads",
+        "batch", "blocker", "epoch", "messages", "mutations", "mutfail", "near", "osc", "reads",
         "repeat", "stall", "streak",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.osc = OscState()
+        self.blocker = BlockerState()
         self.repeat = RepeatState()
         self.mutfail: dict[str, Failing] = {}  # tool -> its run of identical failures
         self.batch = BatchState()
@@ -74,6 +80,7 @@ class Lane:
         twin = Lane()
         twin.osc, twin.repeat, twin.batch = self.osc.copy(), self.repeat.copy(), self.batch.copy()
         twin.mutfail = {tool: failing.copy() for tool, failing in self.mutfail.items()}
+        twin.blocker = self.blocker.copy()
         twin.stall, twin.streak = self.stall.copy(), self.streak.copy()
         twin.reads = self.reads.copy()
         twin.near = {
@@ -88,8 +95,8 @@ class Lane:
 
         In scope "turn" that is cycles, successful repeats and caps, result stalls, re-read
         ranges, near repeats and the mutations seen. In any scope, batches and streaks (a user
-        message in between: not consecutive) and the monologue. Failures (repeat's and
-        mutating failure's) always count across the whole run.
+        message in between: not consecutive) and the monologue. Failures (repeat's, mutating
+        failure's and blockers) always count across the whole run.
         """
         if scope == "turn":
             self.osc = OscState()
@@ -112,8 +119,8 @@ class _Plan:
     """
 
     __slots__ = (
-        "batch", "digest", "mutating", "mutfail", "near", "osc", "prefix", "quiet", "quota",
-        "reads", "repeat", "settings", "stall", "streak",
+        "batch", "blocker", "digest", "mutating", "mutfail", "near", "osc", "prefix", "quiet",
+        "quota", "reads", "repeat", "settings", "stall", "streak",
     )  # fmt: skip
 
     def __init__(self, settings: ToolSettings, quiet: bool) -> None:
@@ -127,6 +134,7 @@ class _Plan:
         self.osc = on["oscillation"]
         self.repeat = on["repeat"] and not (settings.polling and settings.max_repeats is None)
         self.mutfail = on["mutating_failure"] and settings.mutating and not settings.polling
+        self.blocker = on["blocker"]
         self.batch = on["batch_repeat"]
         self.stall = on["result_stall"]
         self.reads = on["read_range"] and not quiet
@@ -139,11 +147,14 @@ class _Incident:
 
     __slots__ = (
         "count", "detector", "fired_at", "mark", "message", "rule", "seqs", "severity",
-        "signature", "stop_at", "threshold", "tool",
+        "signature", "started_at", "stop_at", "threshold", "tool",
     )  # fmt: skip
 
-    def __init__(self, detector: str, fired_at: int, tool: str | None, signature: str) -> None:
+    def __init__(
+        self, detector: str, started_at: int, fired_at: int, tool: str | None, signature: str
+    ) -> None:
         self.detector = detector
+        self.started_at = started_at  # seq of the loop's first iteration
         self.fired_at = fired_at
         self.mark: Totals | None = None  # totals at the first warn
         self.severity = "info"
@@ -191,6 +202,8 @@ class Monitor:
         self._osc = Oscillation()
         self._repeat = Repeat()
         self._mutfail = MutatingFailure()
+        self._blocker = Blocker()
+        self._faults: dict[str, Fault] = {}  # call sig + result digest -> error fingerprint
         self._batch = BatchRepeat()
         self._stall = ResultStall()
         self._reads = ReadRange()
@@ -299,6 +312,7 @@ class Monitor:
             rule=inc.rule,
             stop_at=inc.stop_at,
             waste=self._waste(inc.mark),
+            started_at=inc.started_at,
         )
 
     def report(
@@ -325,7 +339,8 @@ class Monitor:
         if inc is None:
             if secondary and self._hit:
                 return
-            inc = _Incident(key[0], self._last_seq, tool, signature)
+            start = min(seqs) if seqs else self._last_seq
+            inc = _Incident(key[0], start, self._last_seq, tool, signature)
             self._incidents[key] = inc
             rises = True
         else:
@@ -396,15 +411,26 @@ class Monitor:
         sig = plan.prefix + digester.digest(args)
         canonical = digester.canonical
         rdig = digester.digest(result)
-        error = step.status == "error"
+        status = step.status
+        # An invalid turn (no valid action) counts as a failed call, and every invalid turn
+        # is the same call: a streak of them is one loop, whatever the error text says.
+        invalid = status == "invalid"
+        error = invalid or status == "error"
+        if invalid:
+            sig = INVALID_SIG
         # One Event per monitor, refilled for each call: detectors read it during this call
         # only (none keeps it), so there is no need to allocate one per step.
         ev = self._ev
         ev.seq, ev.tool, ev.sig, ev.rdig = step.seq, tool, sig, rdig
+        ev.invalid = invalid
         if error:
             ev.outcome, ev.status = "!error", "error"
+            ev.fault = None if invalid else self._fault(sig, rdig, result, args)
         else:
             ev.outcome, ev.status = rdig, "ok"
+            ev.fault = None
+        if not invalid and lane.blocker.invalid is not None:
+            lane.blocker.invalid = None  # a valid action ends a streak of invalid turns
         ev.settings, ev.args, ev.result, ev.batch_id = plan.settings, args, result, step.batch_id
         ev.canonical = canonical
         ev.clear_marks()
@@ -417,10 +443,12 @@ class Monitor:
         # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
         if plan.osc:
             self._osc.observe(lane.osc, ev, self)
-        if plan.repeat:
+        if plan.repeat and not invalid:
             self._repeat.observe(lane.repeat, ev, self)
-        if plan.mutfail:
+        if plan.mutfail and not invalid:
             self._mutfail.observe(lane.mutfail, ev, self)
+        if plan.blocker:
+            self._blocker.observe(lane.blocker, ev, self)
         if plan.batch:
             self._batch.observe(lane.batch, ev, self)
         if plan.stall:
@@ -445,6 +473,16 @@ class Monitor:
                 self._stride *= 2
         if plan.quota is not None:
             self._quota_call(tool, ev.seq, plan.quota, plan.settings.rule)
+
+    def _fault(self, sig: str, rdig: str, result: Any, args: Any) -> Fault:
+        """Return a failure's fingerprint (a loop's failures are remembered: they repeat)."""
+        key = sig + rdig
+        fault = self._faults.get(key)
+        if fault is None:
+            if len(self._faults) >= MAX_FAULTS:
+                self._faults.clear()
+            fault = self._faults[key] = error_fault(result, args)
+        return fault
 
     def _quota_call(self, tool: str, seq: int, quota: int, rule: str) -> None:
         seqs = self._quota.get(tool)
@@ -492,21 +530,25 @@ class Monitor:
             predictions.append(("mutating_failure", self._mutfail.predict(lane.mutfail, ev)))
         if thresholds["oscillation"].enabled:
             predictions.append(("oscillation", self._osc.predict(lane.osc, ev)))
+        if thresholds["blocker"].enabled:
+            predictions.append(("blocker", self._blocker.predict(lane.blocker, ev)))
         for name, predicted in predictions:
             for level, count, seqs, message in predicted:
                 severity, threshold, rule = level
+                involved = tuple(sorted(set(seqs)))
                 found.append(
                     Finding(
                         name,
                         severity,
                         tool,
                         sig,
-                        tuple(sorted(set(seqs))),
+                        involved,
                         count,
                         threshold,
                         ev.seq,
                         message,
                         rule,
+                        started_at=involved[0] if involved else ev.seq,
                     )  # fmt: skip
                 )
         policy = self.policy

@@ -20,6 +20,8 @@ __all__ = [
 
 SEVERITIES = ("info", "warn", "stop")
 _RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
+#: Step statuses that are a failed call: an error, or an invalid turn (no valid action).
+_FAILED = frozenset({"error", "invalid"})
 
 
 def worst(severities: Any) -> str:
@@ -79,7 +81,7 @@ class Finding:
 
     __slots__ = (
         "count", "detector", "fired_at", "message", "rule", "seqs", "severity", "signature",
-        "stop_at", "threshold", "tool", "waste",
+        "started_at", "stop_at", "threshold", "tool", "waste",
     )  # fmt: skip
 
     def __init__(
@@ -96,6 +98,7 @@ class Finding:
         rule: str,  # the policy row that set the threshold
         waste: Waste | None = None,  # what it cost after its first warn
         stop_at: int | None = None,  # seq where it crossed the stop threshold
+        started_at: int | None = None,  # seq of the loop's first iteration (default: fired_at)
     ) -> None:
         self.detector = detector
         self.severity = severity
@@ -109,6 +112,7 @@ class Finding:
         self.rule = rule
         self.waste = waste if waste is not None else Waste()
         self.stop_at = stop_at
+        self.started_at = started_at if started_at is not None else fired_at
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,6 +128,7 @@ class Finding:
             "rule": self.rule,
             "waste": self.waste.to_dict(),
             "stop_at": self.stop_at,
+            "started_at": self.started_at,
         }
 
     def __eq__(self, other: object) -> bool:
@@ -136,7 +141,8 @@ class Finding:
     def __repr__(self) -> str:
         return (
             f"Finding({self.detector!r}, {self.severity!r}, tool={self.tool!r}, "
-            f"count={self.count}, fired_at={self.fired_at}, seqs={self.seqs!r})"
+            f"count={self.count}, started_at={self.started_at}, fired_at={self.fired_at}, "
+            f"seqs={self.seqs!r})"
         )
 
 
@@ -150,7 +156,7 @@ class LedgerEntry:
         seq: int,
         tool: str,
         signature: str,  # call signature
-        progress_signature: str,  # call + result + status
+        progress_signature: str,  # call + result + status (ok, error or invalid)
         repeat_of: int | None,  # first seq of the calls this one repeats without progress
         count: int,  # calls in that no-progress group so far (1 = new)
     ) -> None:
@@ -227,7 +233,7 @@ class Ledger:
 
     def entry(self, index: int) -> LedgerEntry:
         step, sig = self._step[index], self._sig[index]
-        status = "error" if step.status == "error" else "ok"
+        status = step.status if step.status in _FAILED else "ok"
         return LedgerEntry(
             step.seq, step.tool or "?", sig, f"{sig}:{self._rdig[index]}:{status}",
             self._repeat_of[index], self._count[index],

@@ -311,3 +311,206 @@ def progress_signature(
     progress signature: that is progress.
     """
     return f"{call_sig}:{value_digest(result, _volatile_set(volatile))}:{status}"
+
+
+# -- error fingerprints ---------------------------------------------------------------------
+#
+# Two failures with the same fingerprint hit the same blocker, whatever the attempts varied.
+# The fingerprint keeps what names the blocker: the error class and the words of the message
+# (its template), the exit code, the HTTP status, and short quoted names that do not come from
+# the call (the module in "No module named 'foo'", the symbol in "'bar' undeclared": fixing
+# one such error and hitting the next is progress, not the same blocker). It drops what
+# varies between attempts at one blocker:
+#
+# - what the call echoes back: a whole argument value, and the paths, file names and other
+#   punctuated words of the arguments (an ``old_str``, a URL, a path, a package name);
+# - quoted spans that are long or span lines (an echoed code snippet);
+# - numbers, line numbers and counts (but not the exit code or HTTP status, read first);
+# - hex ids, hashes, UUIDs, timestamps, and URLs down to their host (paths, query strings);
+# - the directories of a path (``/tmp/x/build/a.c`` and ``build/a.c`` both name ``a.c``).
+#
+# Only the error's salient lines are read: the lines that say what failed (an error word,
+# an exception class), the first four and the last four of them. A failure whose text has
+# none (a grep that found nothing: exit code 1, no output) is *weak*: it names no blocker,
+# and only the exact-repeat rule counts it.
+
+FAULT_HEAD = 4000
+FAULT_TAIL = 2000
+FAULT_LINES = 4  # salient lines kept from the start and from the end
+FAULT_MAX = 400  # characters of the fingerprint text
+
+_SALIENT = re.compile(
+    r"error|exception|fail|fatal|denied|refused|not found|no such|cannot|can't|could not"
+    r"|couldn't|unable|invalid|unknown|missing|timed? ?out|traceback|panic|abort|forbidden"
+    r"|unauthori[sz]ed|too many|rate.?limit|not allowed|not permitted|unrecognized"
+    r"|unexpected|does not exist|doesn't exist|no module|undefined|undeclared|no replacement"
+    r"|did not appear|no match|not a directory|is a directory|already exists|conflict"
+    r"|reject|violat|illegal|not supported|unsupported|out of memory|killed|segmentation"
+    r"|usage:|captcha|cloudflare|just a moment|err!|\bwrong\b|mismatch|refus|blocked"
+    r"|not recognized|no rule to make|required|expected|exactly one|formatted|format error",
+    re.IGNORECASE,
+)
+_EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|Exit|Interrupt|Fault)\b")
+_EXIT = re.compile(
+    r"(?:exit|return)[ _-]?(?:code|status)[ \t]*[:=]?[ \t]*(-?\d+)"
+    r"|exited with (?:exit )?(?:code|status)[ \t]*(-?\d+)"
+    r"|<returncode>\s*(-?\d+)\s*</returncode>|non-zero exit status (\d+)"
+    r"|\[(?:exit code|exit status)[: ]+(-?\d+)\]",
+    re.IGNORECASE,
+)
+_HTTP = re.compile(
+    r"\b(?:http(?:/[\d.]+)?|status(?:[ _]?code)?|response(?: code)?|error(?: code)?)"
+    r"[\s:=#]*([45]\d\d)\b"
+    r"|\b([45]\d\d)[ \t]+(?:too many requests|forbidden|not found|unauthori[sz]ed|bad request"
+    r"|internal server error|bad gateway|service unavailable|gateway time-?out|gone"
+    r"|method not allowed|conflict|payment required|request time-?out)",
+    re.IGNORECASE,
+)
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/\s'\"`<>]*@)?([^/\s'\"`<>?#:]+)[^\s'\"`<>]*")
+_QUOTED = re.compile(
+    r"(?<![\w'\"`])(?:'([^'\n]{0,400})'|\"([^\"\n]{0,400})\"|`([^`]{0,400})`|‘([^’]{0,400})’"
+    r"|“([^”]{0,400})”)(?![\w'\"`])"
+)
+_TIME = re.compile(
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    r"|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b"
+)
+_HEX = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|\b0x[0-9a-fA-F]+\b|\b(?=[a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{7,}\b"
+)
+_PATH = re.compile(r"(?:[\w.~@+-]*/)+([\w.@+-]*)")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_ECHO_TOKEN = re.compile(r"[^\s'\"`=,;()\[\]{}<>|&]+")
+
+
+class Fault:
+    """The fingerprint of one failure: its key, its own words, and whether it names a blocker."""
+
+    __slots__ = ("key", "line", "strong")
+
+    def __init__(self, key: str, line: str, strong: bool) -> None:
+        self.key = key  # the fingerprint: the same key is the same blocker
+        self.line = line  # the first salient line as the tool wrote it (for messages)
+        self.strong = strong  # an error line or an HTTP status: it says what failed
+
+    def __repr__(self) -> str:
+        return f"Fault({self.key!r}, strong={self.strong})"
+
+
+def _fault_text(value: Any, out: list[str], depth: int = 0) -> None:
+    """Collect the text of a result: strings as they are, codes as ``key: value`` lines."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        if depth < 4:
+            for key, item in list(value.items())[:50]:
+                if isinstance(item, (int, float)) and not isinstance(item, bool):  # noqa: UP038
+                    out.append(f"{key}: {item}")
+                else:
+                    _fault_text(item, out, depth + 1)
+    elif isinstance(value, (list, tuple)) and depth < 4:  # noqa: UP038 (a tuple is a constant)
+        for item in value[:50]:
+            _fault_text(item, out, depth + 1)
+
+
+def _echoes(value: Any, whole: set[str], tokens: set[str], depth: int = 0) -> None:
+    """Collect what a call could echo: its string values, and their punctuated words."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or len(whole) >= 32:
+            return
+        whole.add(text[:2000])
+        if text != value and len(value) <= 2000:
+            whole.add(value)  # echoed as it was, surrounding whitespace and all
+        for token in _ECHO_TOKEN.findall(text[:2000]):
+            if len(token) >= 4 and not token.isalpha():
+                tokens.add(token.rstrip(".:"))
+    elif isinstance(value, dict):
+        if depth < 3:
+            for item in list(value.values())[:32]:
+                _echoes(item, whole, tokens, depth + 1)
+    elif isinstance(value, (list, tuple)) and depth < 3:  # noqa: UP038 (a tuple is a constant)
+        for item in value[:32]:
+            _echoes(item, whole, tokens, depth + 1)
+
+
+def _code(match: re.Match[str] | None) -> str:
+    if match is None:
+        return ""
+    return next((group for group in match.groups() if group is not None), "")
+
+
+def _line_template(line: str, whole: set[str], tokens: set[str]) -> str:
+    line = _URL.sub(lambda m: "<url " + m.group(1).lower().removeprefix("www.") + ">", line)
+
+    def quoted(match: re.Match[str]) -> str:
+        inner = next((group for group in match.groups() if group is not None), "").strip()
+        if len(inner) > 40 or inner in whole or inner in tokens:
+            return "<q>"
+        if len(inner) >= 8 and any(inner in value for value in whole):
+            return "<q>"
+        return "'" + inner + "'"
+
+    line = _QUOTED.sub(quoted, line)
+    if tokens:
+        line = _ECHO_TOKEN.sub(
+            lambda m: "<arg>" if m.group(0).rstrip(".:") in tokens else m.group(0), line
+        )
+    line = _TIME.sub("<t>", line)
+    line = _HEX.sub("<h>", line)
+    line = _PATH.sub(lambda m: m.group(1) or "/", line)
+    line = _NUMBER.sub("#", line)
+    return " ".join(line.lower().split())
+
+
+def error_fault(result: Any, args: Any = None) -> Fault:
+    """Return the fingerprint of a failed call's result (see the comment above).
+
+    ``args`` are the call's arguments: what of them the error echoes is dropped.
+    """
+    parts: list[str] = []
+    _fault_text(result, parts)
+    text = "\n".join(parts)
+    if len(text) > FAULT_HEAD + FAULT_TAIL:
+        text = text[:FAULT_HEAD] + "\n" + text[-FAULT_TAIL:]
+    exit_code = _code(_EXIT.search(text))
+    status = _code(_HTTP.search(text))
+    first = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        hit = _SALIENT.search(line) or _EXCEPTION_LINE.match(line)
+        if line and hit and not _EXIT.fullmatch(line):
+            first = line  # the error in the tool's own words, for messages
+            break
+    whole: set[str] = set()
+    tokens: set[str] = set()
+    _echoes(args, whole, tokens)
+    for value in sorted((v for v in whole if len(v) >= 4), key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, "<arg>")
+    salient: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or _EXIT.fullmatch(line):
+            continue
+        if _SALIENT.search(line) is None and _EXCEPTION_LINE.match(line) is None:
+            continue
+        shape = _line_template(line, whole, tokens)
+        if shape and shape not in salient:
+            salient.append(shape)
+    strong = bool(salient) or bool(status)
+    if not salient:  # a weak failure: its first and last lines, for exact comparisons
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        first = first or (lines[0] if lines else "")
+        salient = [_line_template(line, whole, tokens) for line in lines[:1] + lines[-1:]]
+    elif len(salient) > 2 * FAULT_LINES:
+        salient = salient[:FAULT_LINES] + salient[-FAULT_LINES:]
+    body = " | ".join(salient)[:FAULT_MAX]
+    key = f"exit={exit_code};http={status};{body}" if strong else f"weak;exit={exit_code};{body}"
+    return Fault(key, first[:300], strong)
+
+
+def error_fingerprint(result: Any, args: Any = None) -> str:
+    """Return the fingerprint text of a failed call's result (``error_fault(...).key``)."""
+    return error_fault(result, args).key

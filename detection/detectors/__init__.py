@@ -1,7 +1,7 @@
 """The streaming detectors, by name, in the catalogue's order (``detection.catalogue``).
 
 The engine (``engine.Monitor._tool_call``) runs them in that order on each call, and the
-"secondary" ones (result stall, read range, near repeat) stay quiet on a step another
+"secondary" ones (blocker, result stall, read range, near repeat) stay quiet on a step another
 detector has already flagged, so one loop gives one finding.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..catalogue import NAMES
 from .base import Event
+from .blocker import Blocker
 from .patterns import BatchRepeat, Oscillation
 from .repeat import MutatingFailure, Repeat
 from .similarity import NearRepeat, ReadRange, ResultStall
@@ -18,6 +19,7 @@ _CLASSES: dict[str, type] = {
     "oscillation": Oscillation,
     "repeat": Repeat,
     "mutating_failure": MutatingFailure,
+    "blocker": Blocker,
     "batch_repeat": BatchRepeat,
     "result_stall": ResultStall,
     "read_range": ReadRange,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..keys import Fault
     from ..policy import ToolSettings
 
 MAX_SEQS = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
@@ -32,8 +33,9 @@ class Event:
     """One tool call as the detectors see it: the step plus its signatures."""
 
     __slots__ = (
-        "args", "batch_id", "canonical", "epoch", "group_count", "in_cycle", "outcome", "quiet",
-        "rdig", "repeat_of", "result", "seq", "settings", "sig", "status", "tool",
+        "args", "batch_id", "canonical", "epoch", "fault", "group_count", "in_cycle", "invalid",
+        "outcome", "quiet", "rdig", "repeat_of", "result", "seq", "settings", "sig", "status",
+        "tool",
     )  # fmt: skip
 
     def __init__(self, settings: ToolSettings) -> None:
@@ -42,7 +44,9 @@ class Event:
         self.sig = ""  # call signature: "tool:digest of the normalised arguments"
         self.rdig = ""  # digest of the normalised result
         self.outcome = ""  # the result digest, or "!error" for any error
-        self.status = "ok"
+        self.status = "ok"  # "ok" or "error" (an invalid turn is an error too: see invalid)
+        self.invalid = False  # an invalid turn: no valid action (Step.status "invalid")
+        self.fault: Fault | None = None  # a failure's fingerprint (keys.error_fault)
         self.settings = settings
         self.args: Any = None
         self.canonical = False  # the arguments are already in canonical form (keys.py)

@@ -2,8 +2,11 @@
 
 A repeat that brings nothing new (a result already seen for this call, or an error, whatever
 its text) counts; a repeat with a new result is progress. A new successful mutating call
-between two repeats makes the later one a re-check after a change: counting starts again.
+between two repeats makes the later one a re-check after a change: counting starts again,
+unless the re-check fails the same way (the same error fingerprint, ``keys.error_fault``) as
+before the change: a check that fails the same way after every change is still stuck.
 Successful repeats are counted per user turn (scope "turn"); failures across the whole run.
+Invalid turns are not seen here (the blocker detector counts their streaks).
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ MAX_RESULTS = 256  # distinct results remembered per call (a poll that moves for
 class Group:
     """The calls with one signature since counting (re)started."""
 
-    __slots__ = ("calls", "count", "epoch", "first_seq", "last_new", "results", "seqs")
+    __slots__ = (
+        "calls", "changes", "count", "epoch", "fault", "first_seq", "last_new", "results", "seqs",
+    )  # fmt: skip
 
     def __init__(self, seq: int, epoch: int, result: str) -> None:
         self.first_seq = seq
@@ -31,12 +36,14 @@ class Group:
         self.count = 1  # calls that brought nothing new, counting the first
         self.seqs = [seq]
         self.last_new = True
+        self.fault = ""  # failures: the last error's fingerprint
+        self.changes = 0  # failures: changes (epochs) they stayed the same across
 
     def copy(self) -> Group:
         twin = Group(self.first_seq, self.epoch, "")
         twin.results = dict(self.results)
         twin.calls, twin.count, twin.seqs = self.calls, self.count, list(self.seqs)
-        twin.last_new = self.last_new
+        twin.last_new, twin.fault, twin.changes = self.last_new, self.fault, self.changes
         return twin
 
 
@@ -114,10 +121,15 @@ def _repeat_message(tool: str, args: Any, result: Any, count: int, first: int) -
     )
 
 
-def _failure_message(tool: str, args: Any, result: Any, count: int, first: int) -> str:
+def _failure_message(
+    tool: str, args: Any, result: Any, count: int, first: int, changes: int = 0
+) -> str:
+    after = (
+        f", the same way after each of the {changes} change(s) made in between" if changes else ""
+    )
     return (
         f"{tool} has failed {count} times with the same arguments ({short(args)}) since step "
-        f"{first}; last error: {short(result, 80)}. " + advice(tool, True)
+        f"{first}{after}; last error: {short(result, 80)}. " + advice(tool, True)
     )
 
 
@@ -198,9 +210,15 @@ class Repeat:
 
     def _failure(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         group = state.fails.get(ev.sig)
-        if group is None or group.epoch != ev.epoch:
-            state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
+        fault = ev.fault.key if ev.fault is not None else ""
+        if group is None or (group.epoch != ev.epoch and group.fault != fault):
+            group = state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
+            group.fault = fault  # new, or a re-check after a change that fails differently
             return
+        if group.epoch != ev.epoch:  # a re-check after a change that fails the same way
+            group.changes += 1
+            group.epoch = ev.epoch
+        group.fault = fault
         group.calls += 1
         group.count += 1
         add_seq(group.seqs, ev.seq)
@@ -211,7 +229,8 @@ class Repeat:
             out.report(
                 ("repeat", ev.sig, "error", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, _failure_message,
-                (ev.tool, ev.args, ev.result, group.count, group.first_seq), False,
+                (ev.tool, ev.args, ev.result, group.count, group.first_seq, group.changes),
+                False,
             )  # fmt: skip
 
     def predict(self, state: RepeatState, ev: Event) -> list[tuple[Any, ...]]:
@@ -245,7 +264,8 @@ class Repeat:
                 )
                 out.append((level, group.count + 1, group.seqs, message))
         fail = state.fails.get(ev.sig)
-        if fail is not None and fail.epoch == ev.epoch:
+        warn = threshold.warn or 0
+        if fail is not None and (fail.epoch == ev.epoch or fail.count >= warn > 0):
             level = threshold.level(fail.count + 1)
             if level is not None:
                 message = (

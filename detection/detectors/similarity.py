@@ -1,7 +1,12 @@
 """Result stall, near repeat and read range: loops that change the arguments a little.
 
 None of these look at mutating or polling tools (an edit's "OK" is no stall; a poll is
-exempt), nor at failures (errors escalate as tool failures, see repeat.py).
+exempt), nor at failures (errors escalate as tool failures, see repeat.py and blocker.py).
+
+Exploration is progress: a call whose arguments narrow the previous call's target (a deeper
+path, a tighter range, a query with more words) and whose result is new is not a near
+repeat (``refines``), however alike the two look. A narrower call that gets the same result
+again is still counted.
 """
 
 from __future__ import annotations
@@ -178,7 +183,7 @@ class Cluster:
 
     __slots__ = (
         "_arg_words", "_args", "_canonical", "_result", "_result_words", "epoch",
-        "first_seq", "rdig", "rdigs", "seqs", "sig", "sigs", "volatile",
+        "first_seq", "last", "rdig", "rdigs", "seqs", "sig", "sigs", "volatile",
     )  # fmt: skip
 
     def __init__(
@@ -186,6 +191,7 @@ class Cluster:
         sig: str, rdig: str, seq: int,
     ) -> None:  # fmt: skip
         self._args: Any = args  # the first call's arguments, until tokenised
+        self.last: Any = args  # the last call's arguments (to tell a narrower call)
         self._canonical = canonical  # (keys.Digester.canonical)
         self._result: Any = result[:SHORT_RESULT] if isinstance(result, str) else result
         self._arg_words: set[str] | None = None
@@ -206,6 +212,7 @@ class Cluster:
             self.rdig, self.first_seq,
         )  # fmt: skip
         twin._arg_words, twin._result_words = self._arg_words, self._result_words
+        twin.last = self.last
         if self.sigs is not None and self.rdigs is not None and self.seqs is not None:
             twin.sigs, twin.rdigs, twin.seqs = set(self.sigs), set(self.rdigs), list(self.seqs)
         return twin
@@ -225,6 +232,7 @@ class Cluster:
         sigs.add(ev.sig)
         rdigs.add(ev.rdig)
         add_seq(seqs, ev.seq)
+        self.last = ev.args
         return len(sigs), seqs
 
     def args(self) -> set[str]:
@@ -306,6 +314,8 @@ class NearRepeat:
             if cluster.epoch != ev.epoch or jaccard(args, cluster.args()) < ARGS_SIMILAR:
                 continue
             if not cluster.has_rdig(ev.rdig):
+                if refines(ev.args, cluster.last, ev.settings.volatile):
+                    continue  # exploration: a narrower target, a new result
                 if result is None:
                     result = result_tokens(ev.result)
                 if jaccard(result, cluster.result()) < RESULT_SIMILAR:
@@ -320,6 +330,61 @@ class NearRepeat:
                 )  # fmt: skip
             return True
         return False
+
+
+def _narrower_text(new: str, old: str) -> bool:
+    """A deeper path (``a/`` -> ``a/b``) or a query with all the old words and more."""
+    new, old = new.strip(), old.strip()
+    if new == old:
+        return False
+    if "/" in old or "/" in new:
+        base = canonical_path(old).rstrip("/")
+        deeper = canonical_path(new)
+        return base in ("", ".") or deeper.startswith(base + "/")
+    old_words, new_words = old.lower().split(), new.lower().split()
+    return len(new_words) > len(old_words) and set(old_words) <= set(new_words)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)  # noqa: UP038
+
+
+def _narrower_range(new: Any, old: Any) -> bool:
+    """A range ``[a, b]`` inside the old one, and not the same."""
+    if not (isinstance(new, list) and isinstance(old, list) and len(new) == len(old) == 2):
+        return False
+    if not all(_number(value) for value in (*new, *old)) or new == old:
+        return False
+    return bool(old[0] <= new[0] <= new[1] <= old[1] or old[1] == -1 and old[0] <= new[0])
+
+
+def refines(new: Any, old: Any, volatile: frozenset[str] = frozenset()) -> bool:
+    """Return whether a call's arguments narrow the previous call's target (and no more).
+
+    Every argument that changed must narrow (a deeper path, a tighter ``[start, end]``
+    range, a query with more words), and at least one must; an argument the new call adds
+    narrows it too. Anything else that changed (another number, another word) is no
+    narrowing: ``limit: 10`` after ``limit: 9`` is a near repeat.
+    """
+    if isinstance(new, str) and isinstance(old, str):
+        return _narrower_text(new, old)
+    if not (isinstance(new, dict) and isinstance(old, dict)):
+        return False
+    narrowed = False
+    for key, value in new.items():
+        if key in volatile:
+            continue
+        if key not in old:
+            narrowed = True
+            continue
+        before = old[key]
+        if value == before:
+            continue
+        text = isinstance(value, str) and isinstance(before, str)
+        if not (_narrower_text(value, before) if text else _narrower_range(value, before)):
+            return False
+        narrowed = True
+    return narrowed and all(key in new or key in volatile for key in old)
 
 
 READ_WORDS = ("read", "view", "open", "cat", "get_file")

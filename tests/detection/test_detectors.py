@@ -126,12 +126,23 @@ def test_recheck_after_a_new_edit_is_not_a_loop():
     assert result.stall_score == 0
 
 
-def test_failing_check_after_each_new_edit_is_not_a_loop():
+def test_check_failing_differently_after_each_new_edit_is_not_a_loop():
+    trace = Trace()
+    for name in ["add", "sub", "mul", "div", "mod", "pow"]:
+        trace.call("write", {"path": "a.py", "content": f"v{name}"}, "written")
+        trace.call("run_tests", {}, f"1 failed: test_{name}", status="error")
+    assert analyze(trace.steps).verdict == "ok"
+
+
+def test_check_failing_the_same_way_after_each_new_edit_is_stuck():
     trace = Trace()
     for index in range(6):
         trace.call("write", {"path": "a.py", "content": f"v{index}"}, "written")
-        trace.call("run_tests", {}, "1 failed", status="error")
-    assert analyze(trace.steps).verdict == "ok"
+        trace.call("run_tests", {}, f"1 failed: test_add in 0.{index}s", status="error")
+    result = analyze(trace.steps)
+    (finding,) = repeat_finding(result)
+    assert (finding.severity, finding.count, finding.started_at) == ("stop", 6, 1)
+    assert "the same way after each of the 4 change(s)" in finding.message  # at stop
 
 
 def test_repeating_the_same_edit_does_not_rearm_the_check():
