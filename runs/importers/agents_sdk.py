@@ -34,7 +34,7 @@ from detection.model import Run, Step
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_json_text, parse_time
-from .detect import Claim, Sample, share
+from .detect import Claim, Sample, sample_of, share
 from .errors import Skips, TooManySteps, TraceError, too_many_held
 from .reading import JsonlReader, Limits, first_byte, iter_document, looks_like_jsonl, stream_head
 
@@ -134,8 +134,17 @@ def _values(
     """Every exported object with where it came from (line, or field of the document)."""
     if not first_byte(stream):
         raise TraceError("empty file", source=source)
-    if looks_like_jsonl(stream_head(stream)):
-        for line, value in JsonlReader(stream, source=source, limits=limits, skips=skips):
+    head = stream_head(stream)
+    if looks_like_jsonl(head) or not _is_batch(sample_of(head).top):
+        # JSONL, or values one after another whose first is longer than the head
+        values = (
+            JsonlReader(stream, source=source, limits=limits, skips=skips)
+            if looks_like_jsonl(head)
+            else enumerate(
+                iter_document(stream, "", source=source, limits=limits, multiple_values=True), 1
+            )
+        )
+        for line, value in values:
             items = value.get("data") if isinstance(value, dict) else None
             if isinstance(items, list) and not _is_object(value):
                 for item in items:
@@ -146,11 +155,15 @@ def _values(
             else:
                 yield {"line": line}, value
         return
-    start = first_byte(stream)
-    prefix = "item" if start == b"[" else "data.item"
+    prefix = "item" if first_byte(stream) == b"[" else "data.item"
     for index, item in enumerate(iter_document(stream, prefix, source=source, limits=limits)):
         field = f"[{index}]" if prefix == "item" else f"data[{index}]"
         yield {"field": field}, item
+
+
+def _is_batch(top: Any) -> bool:
+    """A document that is one array, or one `{"data": [...]}` body (read item by item)."""
+    return isinstance(top, list) or (isinstance(top, dict) and isinstance(top.get("data"), list))
 
 
 def _describe(run: Run, trace: dict) -> None:

@@ -51,7 +51,7 @@ def _is_event(record: Any) -> bool:
 
 def claim(sample: Sample) -> Claim:
     """JSONL of `{type: "session.start"|"tool.execution_start"|…, data: {…}, id}` events."""
-    if sample.layout != "jsonl":
+    if not sample.maybe_jsonl:
         return Claim.no("not JSONL")
     fit = share(sample.records, _is_event)
     if not fit:

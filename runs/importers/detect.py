@@ -53,6 +53,7 @@ class Sample:
     document: Any = None  # "json": the (partly read) top-level value
     text: str = ""  # the head as text (BOM and leading white space stripped)
     complete: bool = True  # the head holds the whole file
+    long_line: bool = False  # "json" whose first line runs past the head: may be JSONL too
 
     @property
     def top(self) -> Any:
@@ -62,6 +63,11 @@ class Sample:
         if self.layout == "jsonl" and len(self.records) == 1:
             return self.records[0]
         return None
+
+    @property
+    def maybe_jsonl(self) -> bool:
+        """JSONL, or a first record so long that the head cannot tell JSONL from a document."""
+        return self.layout == "jsonl" or self.long_line
 
     def objects(self) -> list[dict[str, Any]]:
         """The records that are JSON objects."""
@@ -82,7 +88,8 @@ def sample_of(head: bytes, *, complete: bool | None = None) -> Sample:
         document = partial_json(body)
         if document is not None:
             items = document[:MAX_RECORDS] if isinstance(document, list) else [document]
-            return Sample(head, "json", items, document, text, whole)
+            long_line = not whole and b"\n" not in body.rstrip()
+            return Sample(head, "json", items, document, text, whole, long_line)
     return Sample(head, "text", text=text, complete=whole)
 
 

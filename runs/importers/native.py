@@ -46,7 +46,7 @@ def _is_event(record: Any) -> bool:
 
 def claim(sample: Sample) -> Claim:
     """JSONL whose records are `{type: tool_call, tool, ...}` or `{type: message, role, ...}`."""
-    if sample.layout != "jsonl":
+    if not sample.maybe_jsonl:
         return Claim.no("not JSONL")
     fit = share(sample.records, _is_event)
     if not fit:

@@ -42,6 +42,8 @@ EXPECTED = [
     ("importers", "openai_agents", "openai-agents"),
     ("importers", "copilot_cli", "copilot-cli"),
     ("importers", "opencode", "opencode"),
+    ("importers", "claude_code_hooks", "claude-code-hooks"),
+    ("importers", "cursor", "cursor"),
     ("importers", "generic", None),
 ]
 

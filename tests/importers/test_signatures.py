@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detection.keys import call_signature
-from runs.importers import iter_runs
+from runs.importers import TraceError, iter_runs
 
 TRICKY_TEXT = st.sampled_from(
     ["42", "true", "null", '"x"', "1e400", '{"a": 1}', " [1, 2] ", '{"ts": 1, "q": "x"}',
@@ -176,6 +177,16 @@ def opencode(args: Any) -> bytes:
     return document({"info": {"id": "ses_1"}, "messages": [message]})
 
 
+def claude_code_hooks(args: Any) -> bytes:
+    event = {"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "f"}
+    return jsonl(event | {"tool_input": args, "tool_use_id": "t"})
+
+
+def cursor(args: Any) -> bytes:
+    return jsonl({"role": "assistant", "message": {"content": [
+        {"type": "tool_use", "name": "f", "input": args}]}})  # fmt: skip
+
+
 #: format name -> (file builder, whether the format carries arguments as JSON text)
 FORMATS = {
     "native": (native, False),
@@ -193,6 +204,8 @@ FORMATS = {
     "openai-agents": (openai_agents, True),
     "copilot-cli": (copilot_cli, True),
     "opencode": (opencode, False),
+    "claude-code-hooks": (claude_code_hooks, True),
+    "cursor": (cursor, False),
 }
 
 
@@ -227,3 +240,28 @@ def test_bare_scalars_in_json_text_stay_text_everywhere():
     for text in ("42", "true", "null", '"x"'):
         assert set(signatures(text).values()) == {call_signature("f", text)}
     assert call_signature("f", "42") != call_signature("f", 42)
+
+
+# --- the edge cases, for the formats added after tests/importers/test_limits.py was written
+
+LATER = ["tau2", "openai-agents", "copilot-cli", "opencode", "claude-code-hooks", "cursor"]
+
+
+@pytest.mark.parametrize("format", LATER)
+def test_empty_truncated_invalid_utf8_deep_and_huge_inputs(format):
+    build, _ = FORMATS[format]
+    with pytest.raises(TraceError, match="empty file"):
+        list(iter_runs(b"", source="t", format=format))
+    whole = build({"q": "x"})
+    with pytest.raises(TraceError):  # cut in the middle of the only record
+        list(iter_runs(whole[: len(whole) // 2], source="t", format=format))
+    with pytest.raises(TraceError, match="invalid UTF-8|invalid JSON"):
+        list(iter_runs(build({"q": "x"}).replace(b'"x"', b'"\xff"'), source="t", format=format))
+    deep: Any = "x"
+    for _ in range(300):
+        deep = [deep]
+    with pytest.raises(TraceError, match="nested deeper"):
+        list(iter_runs(build({"q": deep}), source="t", format=format))
+    (run,) = iter_runs(build({"q": "y" * 3_000_000}), source="t", format=format)
+    (call,) = (step for step in run.steps if step.kind == "tool_call")
+    assert len(call.args["q"]) < 1_100_000 and call.args["q"].endswith("chars]")
