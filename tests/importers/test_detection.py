@@ -44,6 +44,16 @@ EXPECTED = [
     ("importers", "opencode", "opencode"),
     ("importers", "claude_code_hooks", "claude-code-hooks"),
     ("importers", "cursor", "cursor"),
+    ("traces/pi", "", "pi"),
+    ("traces/atif", "", "atif"),
+    ("traces/claude-managed-agents", "", "managed-agents"),
+    ("traces/inspect-ai", "", "inspect-ai"),
+    ("traces/langsmith", "", "langsmith"),
+    ("importers", "pi_", "pi"),
+    ("importers", "atif", "atif"),
+    ("importers", "managed_agents", "managed-agents"),
+    ("importers", "inspect_ai", "inspect-ai"),
+    ("importers", "langsmith", "langsmith"),
     ("importers", "generic", None),
 ]
 

@@ -1,0 +1,444 @@
+"""pi coding agent session JSONL (`@mariozechner/pi-coding-agent`, session versions 1–3, and
+the GJC fork), `~/.pi/agent/sessions/--<cwd>--/<timestamp>_<uuid>.jsonl`.
+
+One run per file. Every line is an entry `{type, id?, parentId?, timestamp, …}`:
+
+- `session` (the header: `id`, `version` 2|3 or none for v1, `cwd`, `parentSession`, v1's
+  `provider`/`modelId`/`thinkingLevel`) -> run id and metadata; not part of the tree.
+- `message {message}` by `message.role`:
+  - `user` -> a `user` step (content text; images show as `[image]`);
+  - `assistant` -> its `thinking` blocks one `reasoning` step, its `text` blocks one
+    `assistant` step, each `toolCall {id, name, arguments}` a `tool_call` step (batch_id =
+    the entry id). Tokens on the entry's first step: tokens_in = input + cacheRead +
+    cacheWrite, tokens_out = output, cost = `usage.cost.total` (USD). `stopReason` "aborted"
+    or "error" adds a `system` step "turn <reason>: <errorMessage>", and that turn's calls
+    that never get a result become errors (result says they were not run);
+  - `toolResult` (and `tool`, written by tools that rewrite pi sessions) -> the result of the
+    call with `toolCallId`: the content text, `isError: true` -> error. Only when `isError`
+    is absent do the common text rules (`text_errors`) decide. A result whose call is not in
+    the file is kept as a call of its own (tool = `toolName`), with a warning;
+  - `bashExecution` (a command the *user* ran with `!cmd`) -> a `user` step
+    "$ <command>\\n<output>" with the exit code, not an agent call;
+  - `custom`/`hookMessage`, `branchSummary`, `compactionSummary` -> `system` steps.
+- `custom_message` (extension-injected context), `compaction`, `branch_summary` -> `system`
+  steps; `model_change` / `thinking_level_change` -> metadata (`models`); `session_info`
+  -> the run's name; `custom`, `label` and unknown types -> skipped, counted in
+  `metadata["skipped_records"]`.
+- Tree: v2/v3 entries carry `id` (8 hex) and `parentId` (null on the first). Branching
+  (retry, edit, `/tree`) adds a second child to an earlier entry; every branch is kept, as a
+  sibling sub-tree by `parent_id`. A step's parent is the last step of the nearest ancestor
+  entry that made a step; steps of one entry chain in order; a `parentId` not in the file
+  (a file starting mid-tree) makes a root. v1 files have no ids: an entry's parent is the
+  entry before it (as pi does when it migrates them). A file without any fork imports as a
+  linear run (no parent ids).
+- `pi --mode json` event streams: `message_end {message}` is read like a `message` entry,
+  in line order; `tool_execution_end {toolCallId, result, isError}` gives a result when no
+  toolResult message does. Other stream events (`message_update`, `turn_end`, …) repeat
+  these and are skipped.
+- Times: entry `timestamp` (ISO), else `message.timestamp` (epoch ms); a result's
+  `ended_at` is its own time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from detection.model import Run, Step
+
+from . import text_errors
+from .builders import finish_run, set_result, text_step, tool_step
+from .content import content_text, fnumber, number, parse_time
+from .detect import Claim, Sample
+from .errors import TooManySteps, TraceError
+from .reading import JsonlReader, Limits
+
+name = "pi"
+label = "pi coding agent session JSONL"
+
+ENTRY_TYPES = {
+    "session",
+    "message",
+    "model_change",
+    "thinking_level_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+}
+STREAM_TYPES = {
+    "agent_start",
+    "agent_end",
+    "turn_start",
+    "turn_end",
+    "message_start",
+    "message_update",
+    "message_end",
+    "tool_execution_start",
+    "tool_execution_update",
+    "tool_execution_end",
+}
+ROLES = {"user", "assistant", "toolResult", "tool", "bashExecution", "custom", "hookMessage"}
+RESULT_ROLES = {"toolResult", "tool"}
+SYSTEM_ROLES = {"custom", "hookMessage", "branchSummary", "compactionSummary"}
+NOT_RUN = "[not run: the turn ended with stopReason {reason!r}{detail}]"
+
+
+# --- detection
+
+
+def _pi_message(record: Any) -> bool:
+    if not isinstance(record, dict):
+        return False
+    message = record.get("message")
+    if record.get("type") in ("message", "message_end") and isinstance(message, dict):
+        return message.get("role") in ROLES or message.get("role") in SYSTEM_ROLES
+    return False
+
+
+def claim(sample: Sample) -> Claim:
+    """JSONL of pi entries: a `session` header with `cwd`, `message` entries whose
+    `message.role` is user/assistant/toolResult, `toolCall` blocks."""
+    if sample.layout != "jsonl":
+        return Claim.no("not JSONL")
+    records = sample.objects()
+    header = next((r for r in records if r.get("type") == "session"), None)
+    has_header = header is not None and "cwd" in header and "id" in header
+    typed = [r for r in records if r.get("type") in ENTRY_TYPES | STREAM_TYPES]
+    messages = [r for r in records if _pi_message(r)]
+    if not messages and not has_header:
+        return Claim.no("no `session` header with `cwd` and no `message` entry with a pi role")
+    if not messages:
+        return Claim(0.4, "a pi `session` header but no message entries in the first records")
+    calls = sum(
+        1
+        for r in messages
+        for block in (r["message"].get("content") or [])
+        if isinstance(block, dict) and block.get("type") == "toolCall"
+    )
+    fit = len(typed) / len(records)
+    score = 0.55 + 0.3 * fit + (0.1 if has_header else 0.0) + (0.04 if calls else 0.0)
+    reason = (
+        f"{fit:.0%} of the records are pi entries ({len(messages)} `message` entries, "
+        f"{calls} `toolCall` blocks{', a `session` header with `cwd`' if has_header else ''})"
+    )
+    return Claim(min(score, 0.99), reason)
+
+
+# --- reading
+
+
+@dataclass
+class _State:
+    source: str
+    limits: Limits
+    skips: Any
+    steps: list[Step] = field(default_factory=list)
+    anchors: dict[str, str | None] = field(default_factory=dict)  # entry id -> its last step
+    children: Counter = field(default_factory=Counter)  # step id -> steps that name it parent
+    calls: dict[str, Step] = field(default_factory=dict)  # toolCallId -> its step
+    answered: set[int] = field(default_factory=set)  # id() of calls with a result
+    by_stream: set[int] = field(default_factory=set)  # answered by tool_execution_end only
+    stopped: dict[int, str] = field(default_factory=dict)  # id(call) -> why its turn ended
+    previous: str | None = None  # the previous entry's id (v1 and event streams)
+    counter: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    meta: dict[str, Any] = field(default_factory=lambda: {"agent": "pi"})
+    run_name: str = ""
+
+    def add(self, step: Step, parent: str | None) -> str:
+        if len(self.steps) >= self.limits.max_steps:
+            raise TooManySteps(
+                f"run has more than {self.limits.max_steps} steps", source=self.source
+            )
+        self.counter += 1
+        step.id = step.id or f"s{self.counter}"
+        step.parent_id = parent
+        if parent is not None:
+            self.children[parent] += 1
+        self.steps.append(step)
+        return step.id
+
+
+def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+    """Yield the one run of a pi session file."""
+    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
+    state = _State(source, limits, reader.skips)
+    for line, record in reader:
+        try:
+            _entry(state, record, line)
+        except TooManySteps:
+            raise
+        except TraceError as exc:
+            reader.reject(exc)
+    reader.check_not_empty()
+    _close_stopped_calls(state)
+    _linear_if_no_fork(state)
+    if state.skipped:
+        state.meta["skipped_records"] = dict(state.skipped)
+    run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
+    run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
+    run.name = state.run_name or run_id
+    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+
+
+def _entry(state: _State, record: dict[str, Any], line: int) -> None:
+    kind = record.get("type")
+    if kind == "session":
+        _header(state, record)
+        return
+    entry_id = record.get("id")
+    entry_id = str(entry_id) if isinstance(entry_id, str | int) else f"line-{line}"
+    if "parentId" in record:
+        parent_entry = record.get("parentId")
+        parent_entry = None if parent_entry is None else str(parent_entry)
+    else:  # v1 and event streams: a chain in line order
+        parent_entry = state.previous
+    parent = state.anchors.get(parent_entry) if parent_entry is not None else None
+    state.anchors[entry_id] = parent  # until the entry makes a step of its own
+    state.previous = entry_id
+    when = parse_time(record.get("timestamp"))
+    if kind in ("message", "message_end"):
+        message = record.get("message")
+        if not isinstance(message, dict):
+            raise TraceError("expected an object", source=state.source, line=line, field="message")
+        last = _message(state, message, entry_id, parent, when, line)
+    elif kind == "tool_execution_end":
+        _stream_result(state, record, when, line)
+        last = parent
+    elif kind in ("custom_message", "compaction", "branch_summary"):
+        last = _injected(state, kind, record, parent, when)
+    elif kind in ("model_change", "thinking_level_change"):
+        _setting(state, record)
+        last = parent
+    elif kind == "session_info":
+        if isinstance(record.get("name"), str):
+            state.run_name = record["name"][:200]
+        last = parent
+    else:
+        state.skipped[str(kind)] += 1
+        last = parent
+    state.anchors[entry_id] = last
+
+
+def _header(state: _State, record: dict[str, Any]) -> None:
+    meta = state.meta
+    for key, target in (
+        ("id", "session_id"),
+        ("version", "session_version"),
+        ("cwd", "cwd"),
+        ("parentSession", "parent_session"),
+        ("provider", "provider"),
+        ("thinkingLevel", "thinking_level"),
+    ):
+        value = record.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            meta.setdefault(target, value)
+    if isinstance(record.get("modelId"), str):
+        _model(meta, record["modelId"])
+    if "version" not in record:
+        meta.setdefault("session_version", 1)
+
+
+def _model(meta: dict[str, Any], model: Any) -> None:
+    if isinstance(model, str) and model:
+        meta.setdefault("model", model)
+        if model not in meta.setdefault("models", []):
+            meta["models"].append(model)
+
+
+def _setting(state: _State, record: dict[str, Any]) -> None:
+    if record.get("type") == "model_change":
+        _model(state.meta, record.get("modelId") or record.get("model"))
+    else:
+        state.meta.setdefault("thinking_level", record.get("thinkingLevel"))
+
+
+def _time(message: dict[str, Any], when: float | None) -> float | None:
+    return when if when is not None else parse_time(message.get("timestamp"))
+
+
+def _message(
+    state: _State,
+    message: dict[str, Any],
+    entry_id: str,
+    parent: str | None,
+    when: float | None,
+    line: int,
+) -> str | None:
+    role = message.get("role")
+    when = _time(message, when)
+    limits = state.limits
+    if role == "user":
+        step = text_step("user", content_text(message.get("content")), limits=limits)
+        step.started_at = when
+        return state.add(step, parent)
+    if role == "assistant":
+        return _assistant(state, message, entry_id, parent, when)
+    if role in RESULT_ROLES:
+        _result(state, message, when, line)
+        return parent
+    if role == "bashExecution":
+        return _user_command(state, message, parent, when)
+    if role in SYSTEM_ROLES:
+        text = message.get("summary") if role != "custom" else None
+        text = text if isinstance(text, str) else content_text(message.get("content"))
+        step = text_step("system", f"[{role}] {text}", limits=limits, started_at=when)
+        return state.add(step, parent)
+    raise TraceError(f"unknown message role {role!r}", source=state.source, line=line)
+
+
+def _assistant(
+    state: _State, message: dict[str, Any], entry_id: str, parent: str | None, when: float | None
+) -> str | None:
+    limits = state.limits
+    blocks = message.get("content")
+    blocks = blocks if isinstance(blocks, list) else [{"type": "text", "text": blocks}]
+    thinking = [b.get("thinking") for b in blocks if isinstance(b, dict)]
+    thinking = [t for t in thinking if isinstance(t, str) and t.strip()]
+    texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    texts = [t for t in texts if isinstance(t, str) and t.strip()]
+    made: list[Step] = []
+    last = parent
+    if thinking:
+        made.append(text_step("reasoning", "\n".join(thinking), limits=limits))
+    if texts:
+        made.append(text_step("assistant", "\n".join(texts), limits=limits))
+    calls = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "toolCall":
+            call_id = block.get("id")
+            step = tool_step(
+                tool=str(block.get("name") or ""), args=block.get("arguments"), limits=limits
+            )
+            step.batch_id = entry_id
+            made.append(step)
+            calls.append((None if call_id is None else str(call_id), step))
+    reason = message.get("stopReason")
+    if reason in ("aborted", "error"):
+        detail = message.get("errorMessage")
+        detail = f": {detail}" if isinstance(detail, str) and detail else ""
+        made.append(text_step("system", f"turn {reason}{detail}", limits=limits))
+        for _, step in calls:
+            state.stopped[id(step)] = NOT_RUN.format(reason=reason, detail=detail)
+    if not made:  # an empty turn: keep it visible as an empty assistant message
+        made.append(text_step("assistant", "", limits=limits))
+    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    first = made[0]
+    ins = [number(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")]
+    if any(v is not None for v in ins):
+        first.tokens_in = sum(v or 0 for v in ins)
+    first.tokens_out = number(usage.get("output"))
+    cost = usage.get("cost")
+    first.cost = fnumber(cost.get("total")) if isinstance(cost, dict) else fnumber(cost)
+    for step in made:
+        step.started_at = when
+        last = state.add(step, last)
+    for call_id, step in calls:
+        if call_id is not None:
+            if call_id in state.calls:
+                state.skips.note(f"{state.source}: tool call id {call_id!r} repeats")
+            state.calls[call_id] = step
+    if _model_of(message):
+        _model(state.meta, _model_of(message))
+    return last
+
+
+def _model_of(message: dict[str, Any]) -> str | None:
+    model = message.get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def _result(state: _State, message: dict[str, Any], when: float | None, line: int) -> None:
+    call_id = message.get("toolCallId")
+    call_id = None if call_id is None else str(call_id)
+    text = content_text(message.get("content"))
+    flag = message.get("isError")
+    error = flag if isinstance(flag, bool) else text_errors.is_error(text)
+    step = state.calls.get(call_id) if call_id is not None else None
+    if step is None or (id(step) in state.answered and id(step) not in state.by_stream):
+        state.skips.note(
+            f"{state.source}:{line}: result for call {call_id!r} matches no earlier call; "
+            "kept as a step of its own"
+        )
+        tool = message.get("toolName")
+        step = tool_step(tool=str(tool or ""), args=None, limits=state.limits)
+        step.args = None
+        step.started_at = when
+        anchor = state.steps[-1].id if state.steps else None
+        state.add(step, anchor)
+    state.answered.add(id(step))
+    state.by_stream.discard(id(step))
+    set_result(step, text, error=error, limits=state.limits, ended_at=when)
+
+
+def _stream_result(state: _State, record: dict[str, Any], when: float | None, line: int) -> None:
+    """`tool_execution_end` of `pi --mode json`: a result unless a toolResult already gave it."""
+    call_id = record.get("toolCallId")
+    step = state.calls.get(str(call_id)) if call_id is not None else None
+    if step is None or id(step) in state.answered:
+        return
+    result = record.get("result")
+    text = content_text(result.get("content")) if isinstance(result, dict) else content_text(result)
+    flag = record.get("isError")
+    error = flag if isinstance(flag, bool) else text_errors.is_error(text)
+    state.answered.add(id(step))
+    state.by_stream.add(id(step))
+    set_result(step, text, error=error, limits=state.limits, ended_at=when)
+
+
+def _user_command(
+    state: _State, message: dict[str, Any], parent: str | None, when: float | None
+) -> str:
+    command, output = message.get("command"), message.get("output")
+    code = number(message.get("exitCode"))
+    text = f"$ {command}\n{output if isinstance(output, str) else ''}"
+    if code is not None:
+        text += f"\n(exit code {code})"
+    if message.get("cancelled") is True:
+        text += "\n(cancelled)"
+    return state.add(text_step("user", text, limits=state.limits, started_at=when), parent)
+
+
+def _injected(
+    state: _State, kind: str, record: dict[str, Any], parent: str | None, when: float | None
+) -> str:
+    if kind == "custom_message":
+        text = content_text(record.get("content"))
+        label_ = record.get("customType")
+    else:
+        text = record.get("summary")
+        text = text if isinstance(text, str) else ""
+        label_ = kind
+    step = text_step("system", f"[{label_}] {text}", limits=state.limits, started_at=when)
+    return state.add(step, parent)
+
+
+def _close_stopped_calls(state: _State) -> None:
+    """Calls of an aborted or failed turn that never got a result: not run, so errors."""
+    for step in state.steps:
+        if (
+            step.kind == "tool_call"
+            and id(step) in state.stopped
+            and id(step) not in state.answered
+        ):
+            step.result = state.stopped[id(step)]
+            step.status = "error"
+
+
+def _linear_if_no_fork(state: _State) -> None:
+    """A file whose steps form one chain in file order is a linear run: no parent ids."""
+    previous = None
+    for step in state.steps:
+        if step.parent_id != previous:
+            return
+        previous = step.id
+    if any(count > 1 for count in state.children.values()):
+        return
+    for step in state.steps:
+        step.parent_id = None
