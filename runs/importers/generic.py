@@ -48,7 +48,11 @@ What counts:
 What it refuses to guess, and counts instead (`read_by["unplaced"]`, with a warning each):
 
 - a result whose link matches no call, or a result with no link and no call waiting;
-- an object that looks like a call but lacks a field (an explicit call type with no name);
+- an object that looks like a call but lacks a field (an explicit call type with no name, a
+  name with `run_type: "tool"`/`type: "tool"` but no arguments field). These are typed as
+  calls by the file itself, so when a run holds any, the calls found may be neither all of
+  its calls nor their only description (a LangSmith tool run beside the model's request for
+  it): the run is refused, with the count, rather than read in part;
 - an object with an arguments object but no tool name (`{"action": "run", "args": {…}}`):
   the file names its calls by a field this reader does not know. Calls found *beside* such
   arguments in the same object (say in a copy of the model's raw response) may describe the
@@ -388,6 +392,7 @@ class Builder:
         self.seen: dict[bytes, int] = {}  # message fingerprint -> most times in one list
         self.where = ""
         self.calls = 0
+        self.typed_unreadable = 0  # objects typed as calls that cannot be read as calls
         # records that carry their own id and a parent link: (id, parent, first, end step)
         self.tree: list[tuple[str | None, str | None, int, int]] = []
         self.parent_field = ""
@@ -448,7 +453,14 @@ class Builder:
                 self._result(obj, bare, link_field="id")
                 return
         if _is_call_type(kind):
+            self.typed_unreadable += 1
             self._unplaced("call-typed object without a tool name", f"type {kind!r}")
+            return
+        if (obj.get("run_type") == "tool" or kind == "tool") and _tool_name(obj) is not None:
+            self.typed_unreadable += 1
+            self._unplaced(
+                "tool-typed object without an arguments field", f"tool {_tool_name(obj)[1]!r}"
+            )
             return
         text_key = None
         if role in ROLE_WORDS:
@@ -689,7 +701,6 @@ class Builder:
         run.metadata["read_by"] = self.read_by.as_metadata()
         run.metadata["read_by"]["summary"] = self.read_by.summary()
         self.skips.apply(run)
-        run.warnings.insert(0, f"{self.source}: {self.read_by.summary()}")
         return run
 
 
@@ -835,7 +846,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         nonlocal last_reason
         if builder is None:
             return None
-        if builder.calls:
+        if builder.calls and not builder.typed_unreadable:
             return builder.finish()
         last_reason = _why_none(builder)
         if builder.run.steps:
@@ -903,6 +914,12 @@ def _why_none(builder: Builder | None) -> str:
     )
     if unplaced:
         detail = "; ".join(f"{count} {reason}" for reason, count in sorted(unplaced.items()))
+        if builder.typed_unreadable and builder.calls:
+            return (
+                f"it found {builder.calls} calls, but the file also types objects as tool "
+                f"calls that it cannot read ({detail}), so the calls it found may be neither "
+                "all of them nor their only description"
+            )
         return f"it would need {needed}; found instead: {detail}"
     return f"no object has a tool name with arguments; it would need {needed}"
 
@@ -921,7 +938,7 @@ def claim(sample: Sample) -> Claim:
             builder.record(value, "")
     except TraceError:
         pass
-    if not builder.calls:
+    if not builder.calls or builder.typed_unreadable:
         return Claim.no(_why_none(builder))
     read_by = builder.read_by
     fields = ", ".join(sorted(read_by.call_fields))

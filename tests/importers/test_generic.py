@@ -43,9 +43,8 @@ def calls_of(runs) -> Counter:  # type: ignore[no-untyped-def]
 # Files on which generic finds a strict subset of the real importer's calls, each missing
 # call named with why generic cannot see it. Everything else: the same calls, or it refuses.
 SUBSETS = {
-    # §3.7: `local_shell_call` and `web_search_call` have an explicit call type but no tool
-    # name: generic counts both as "call-typed object without a tool name" (not placed).
-    "codex_rollout.jsonl": {"local_shell", "web_search"},
+    # (codex_rollout.jsonl is refused: `local_shell_call`/`web_search_call` are typed as
+    # calls but have no tool name.)
     # §3.25: an `mcp_tool_call_end` event with no `function_call` before it; the codex
     # importer names the call `docs__fetch` from server + tool, generic does not compose
     # names: the event is counted as a result matching no call (not placed).
@@ -91,7 +90,7 @@ def test_generic_finds_the_same_calls_as_the_real_importer_or_says_it_cannot(pat
         assert unplaced >= len(real - found)  # what it missed, it says it could not place
     for run in runs:
         assert run.metadata["read_by"]["heuristic"] is True
-        assert run.warnings[0].endswith(run.metadata["read_by"]["summary"])
+        assert run.metadata["read_by"]["summary"].startswith("read heuristically: calls from")
 
 
 def test_the_property_covers_every_kind_of_answer():
@@ -143,7 +142,7 @@ NESTED = {
             {"toolCallId": "a1", "output": "README.md"},
             {"toolCallId": "a2", "output": "ls: cannot access '-la': Permission denied"},
             {"toolCallId": "zz", "output": "an answer to nothing"},  # matches no call
-            {"type": "tool_call", "parameters": {"cmd": "pwd"}},  # a call type, no name
+            {"step": 7, "parameters": {"cmd": "pwd"}},  # arguments, but no tool name
             {"role": "assistant", "content": "Done."},
         ]
     },
@@ -173,14 +172,14 @@ def test_nested_conversation_is_read_with_results_by_id_and_what_it_could_not_pl
     read_by = run.metadata["read_by"]
     assert read_by["call_fields"] == ["tool+parameters"]
     assert read_by["result_link"] == ["toolCallId"]
-    # the orphan result "zz" and the nameless call-typed object: 2 not placed
+    # the orphan result "zz" and the nameless arguments: 2 not placed
     assert read_by["unplaced"] == 2
     assert read_by["unplaced_by_reason"] == {
-        "call-typed object without a tool name": 1,
+        "arguments without a tool name": 1,
         "result matching no call": 1,
     }
     assert "2 objects could not be placed" in read_by["summary"]
-    assert len(run.warnings) == 3  # the summary, then one warning per object not placed
+    assert len(run.warnings) == 2  # one warning per object not placed
 
 
 def test_jsonl_results_by_order_and_calls_with_their_own_result():
@@ -231,6 +230,18 @@ def test_actions_named_by_an_unknown_field_are_refused_with_the_calls_beside_the
     assert "1 arguments without a tool name" in message
     # the call beside the args, and its copy on the observation: 2 not counted
     assert "2 call beside arguments without a tool name" in message
+
+
+def test_objects_typed_as_calls_that_cannot_be_read_refuse_the_run():
+    # Codex-like (§3.7) `local_shell_call` without a name, LangSmith-like (§3.19) tool runs
+    # with `inputs`: the file says these are calls, so a read without them would be partial.
+    for odd in (
+        {"type": "local_shell_call", "call_id": "l1", "action": {"command": ["ls"]}},
+        {"name": "calculator", "run_type": "tool", "inputs": {"input": "2**10"}},
+    ):
+        with pytest.raises(TraceError) as info:
+            read([{"name": "ls", "arguments": {}}, odd])
+        assert "it found 1 calls, but the file also types objects as tool calls" in str(info.value)
 
 
 def test_a_resent_context_is_not_read_twice():
