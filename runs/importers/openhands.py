@@ -149,6 +149,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         builder = _Builder(limits, source)
         for index, event in enumerate(iter_document(stream, "item", source=source, limits=limits)):
             builder.add(event, index)
+        if not builder.events:
+            raise TraceError(
+                "no OpenHands event (`action` or `observation`) in the array", source=source
+            )
         yield _run(os.path.basename(source) or "run", builder, {}, limits, source)
         return
     yield from _eval_runs(stream, source=source, limits=limits)
@@ -263,6 +267,7 @@ class _Builder:
         self.responses: set[str] = set()
         self.actions: dict[Any, Step | None] = {}
         self.waiting: Step | None = None
+        self.events = 0  # actions and observations seen
 
     def add(self, item: Any, index: int) -> None:
         """Add one history item: an event, or an `[action, observation]` pair."""
@@ -274,12 +279,14 @@ class _Builder:
             if not isinstance(event, dict):
                 self.skipped["(not an object)"] += 1
             elif "action" in event:
+                self.events += 1
                 args = event.get("args") if isinstance(event.get("args"), dict) else event
                 step = self.action(event, args)
                 if event.get("id") is not None:
                     self.actions[event["id"]] = step
                 self.waiting = step
             elif "observation" in event:
+                self.events += 1
                 extras = event.get("extras") if isinstance(event.get("extras"), dict) else event
                 if "cause" in event:
                     cause = event.get("cause")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from runs.importers import detect_format, iter_runs
+from runs.importers import detect_format, iter_runs, mini_swe_agent
+from runs.importers.detect import sample_of
 from runs.importers.errors import TraceError
 
 SAMPLE = (
@@ -164,3 +165,125 @@ def test_call_without_result_keeps_result_none():
 def test_bad_files_fail_with_a_clear_error(data, message):
     with pytest.raises(TraceError, match=message):
         runs_of(data, format="mini-swe-agent")
+
+
+# --- mini-swe-agent 1.1 (mini-swe-agent 2.x), fixtures written from the notes §3.2
+
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "importers"
+TOOLCALLS = FIXTURES / "mini_swe_agent_1_1_toolcalls.traj.json"
+TEXTBASED = FIXTURES / "mini_swe_agent_1_1_textbased.traj.json"
+
+
+def calls_of(run):
+    return [step for step in run.steps if step.kind == "tool_call"]
+
+
+def test_v1_1_native_tool_calls_fixture():
+    # hand count from the file: 4 assistant turns with 1, 2, 1, 1 `extra.actions` = 5 bash
+    # calls; 1 user message with `extra.interrupt_type: "FormatError"` = 1 invalid step;
+    # returncodes 0, 0, 1, -1 (+ exception_info) -> 2 errors; the last call is answered by
+    # the `exit` message (the submission), status ok
+    (run,) = runs_of(TOOLCALLS.read_bytes())
+    calls = calls_of(run)
+    assert (run.id, len(calls), errors(run)) == ("demo__calc-1", 6, 2)
+    assert [(c.tool, c.id, c.status) for c in calls] == [
+        ("bash", "toolu_01", "ok"),
+        ("(format error)", None, "invalid"),
+        ("bash", "toolu_02", "ok"),
+        ("bash", "toolu_03", "error"),
+        ("bash", "toolu_04", "error"),
+        ("bash", "toolu_05", "ok"),
+    ]
+    assert calls[1].args == {"actions": 0}  # "No tool calls found in the response"
+    assert calls[2].batch_id == calls[3].batch_id  # two calls of one reply
+    assert calls[-1].result.startswith("diff --git")
+    assert run.metadata["trajectory_format"] == "mini-swe-agent-1.1"
+    assert run.metadata["exit_status"] == "Submitted" and run.metadata["mini_version"] == "2.1.0"
+    assert run.steps[1].tokens_in == 1001 and run.steps[1].cost == pytest.approx(0.002)
+
+
+def test_v1_1_text_actions_fixture():
+    # hand count: 4 assistant turns with one `extra.actions` command each = 4 bash calls;
+    # the FormatError message has `n_actions: 2` = 1 invalid step; returncodes 0, 0, 2 and
+    # the submit answered by `exit` -> 1 error
+    (run,) = runs_of(TEXTBASED.read_bytes())
+    calls = calls_of(run)
+    assert [(c.tool, c.args, c.status) for c in calls] == [
+        ("bash", {"command": "ls"}, "ok"),
+        ("(format error)", {"actions": 2}, "invalid"),
+        ("bash", {"command": "cat calc.py"}, "ok"),
+        ("bash", {"command": "python run.py"}, "error"),
+        ("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}, "ok"),
+    ]
+    assert run.steps[1].text == "THOUGHT: look around."  # the action block is not thought
+
+
+@pytest.mark.parametrize("path", [TOOLCALLS, TEXTBASED])
+def test_v1_1_is_detected_even_when_the_marker_is_past_the_head(path):
+    # 2.x writes `trajectory_format` last: a big file's first 64 KiB never shows it
+    doc = json.loads(path.read_bytes())
+    doc["messages"] += [{"role": "user", "content": "x" * 1000} for _ in range(100)]
+    head = json.dumps(doc, indent=2).encode()[:65536]
+    assert b"trajectory_format" not in head
+    assert detect_format(head) == "mini-swe-agent"
+    del doc["info"]["mini_version"]
+    head = json.dumps(doc, indent=2).encode()[:65536]
+    verdict = mini_swe_agent.claim(sample_of(head))
+    assert verdict.score >= 0.75 and "extra" in verdict.reason
+    assert detect_format(head) == "mini-swe-agent"
+
+
+def test_claim_reasons():
+    assert (
+        mini_swe_agent.claim(sample_of(b'{"messages": [{"role": "user", "content": "x"}]}')).score
+        == 0
+    )
+    assert mini_swe_agent.claim(sample_of(b"[1, 2]")).reason == "not one JSON object"
+    swe = b'{"environment": "main", "trajectory": [{"action": "ls", "observation": ""}]}'
+    assert mini_swe_agent.claim(sample_of(swe)).score == 0
+
+
+def test_v1_1_responses_api_replies():
+    # the litellm_response_toolcall model keeps Responses-API objects in `messages`
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+        {
+            "object": "response",
+            "output": [
+                {"type": "message", "content": [{"type": "output_text", "text": "look"}]},
+                {"type": "function_call", "call_id": "fc1", "name": "bash",
+                 "arguments": '{"command": "ls"}'},
+            ],
+            "usage": {"input_tokens": 10, "output_tokens": 2},
+            "extra": {"actions": [{"command": "ls", "tool_call_id": "fc1"}]},
+        },
+        {"type": "function_call_output", "call_id": "fc1", "output": "<returncode>1</returncode>",
+         "extra": {"returncode": 1}},
+    ]  # fmt: skip
+    (run,) = runs_of(traj(messages, "mini-swe-agent-1.1"))
+    assert [(s.kind, s.text, s.tool, s.status) for s in run.steps] == [
+        ("user", "task", None, "ok"),
+        ("assistant", "look", None, "ok"),
+        ("tool_call", None, "bash", "error"),
+    ]
+
+
+def test_explicit_returncode_wins_over_the_text():
+    messages = [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "x", "extra": {"actions": [{"command": "a"}]}},
+        {"role": "user", "content": "Traceback (most recent call last):", "extra": {"returncode": 0}},
+        {"role": "assistant", "content": "x", "extra": {"actions": [{"command": "b"}]}},
+        {"role": "user", "content": "fine", "extra": {"returncode": 3}},
+        {"role": "assistant", "content": "x", "extra": {"actions": [{"command": "c"}]}},
+        {"role": "user", "content": "Observation: bash: foo: command not found"},
+    ]  # fmt: skip
+    (run,) = runs_of(traj(messages, "mini-swe-agent-1.1"))
+    assert [c.status for c in calls_of(run)] == ["ok", "error", "error"]
+
+
+def test_a_bad_message_is_skipped_and_counted():
+    messages = [{"role": "user", "content": "task"}, 42, {"role": "wizard", "content": "?"}]
+    (run,) = runs_of(traj(messages))
+    assert run.skipped == 2 and "messages[1]" in run.warnings[0]

@@ -167,3 +167,36 @@ def test_each_harness_file_is_claimed_best_by_its_own_importer(name, path):
 
     verdict = explain_format((ROOT / path).read_bytes()[:65536])
     assert verdict.best is not None and verdict.best[0] == name, verdict.explain()
+
+
+def test_eval_file_whose_first_line_is_longer_than_the_head_is_claimed():
+    # an eval line often runs to megabytes: the head then holds part of one object
+    row = json.loads(EVAL.read_bytes().splitlines()[0])
+    row["instance"] = {"problem_statement": "p" * 100_000}
+    data = (json.dumps(row) + "\n").encode()
+    head = data[:65536]
+    verdict = openhands.claim(sample_of(head))
+    assert verdict.score >= 0.6, verdict.reason
+    assert detect_format(head) == "openhands"
+    (run,) = runs_of(data)
+    assert (run.tool_calls, errors(run)) == (5, 3)  # as the first line of the fixture
+
+
+def test_gui_array_claim_and_reason():
+    verdict = openhands.claim(sample_of(GUI.read_bytes()[:65536]))
+    assert verdict.score >= 0.8 and "OpenHands events" in verdict.reason
+    assert openhands.claim(sample_of(b'{"trajectory": [], "history": []}')).score == 0
+
+
+def test_bad_lines_count_on_the_next_run_and_trailing_ones_on_the_last():
+    good = EVAL.read_bytes().splitlines()[0]
+    data = b"\n".join([good, b"{bad", good, b"[1]", good, b"{worse", b""])
+    first, second, third = runs_of(data)
+    # line 2 is before the 2nd run, line 4 before the 3rd, line 6 after it
+    assert (first.skipped, second.skipped, third.skipped) == (0, 1, 2)
+    assert third.warnings[0].startswith("x.txt:4: expected a JSON object")
+
+
+def test_an_array_without_any_event_fails():
+    with pytest.raises(TraceError, match="no OpenHands event"):
+        runs_of(b'[{"a": 1}, 2]', format="openhands")

@@ -165,3 +165,57 @@ def test_truncated_head_is_still_claimed():
     verdict = swe_agent.claim(sample_of(EPS.read_bytes()[:3000]))
     assert verdict.score >= 0.6, verdict.reason
     assert detect_format(EPS.read_bytes()[:3000]) == "swe-agent"
+
+
+@pytest.mark.parametrize(
+    "observation",
+    [
+        "Your output was not formatted correctly. You must always include one discussion and "
+        "one command as part of your response.",
+        "Your last output did not use any tool calls!\nPlease make sure your output includes "
+        "exactly _ONE_ function call!",
+    ],
+)
+def test_format_errors_are_invalid_steps_not_calls(observation):
+    # status "invalid" (detection/step.py): the reply held no valid action and nothing ran,
+    # so the step is neither a call of the reply's first word nor a plain error
+    step = {"action": "I think we should", "observation": observation, "thought": ""}
+    (run,) = runs_of(traj([], [step]))
+    (call,) = (s for s in run.steps if s.kind == "tool_call")
+    assert (call.tool, call.args, call.status) == (
+        "(format error)",
+        {"action": "I think we should"},
+        "invalid",
+    )
+    assert call.result == observation
+
+
+def test_a_step_that_is_not_an_object_is_skipped_and_counted():
+    good = {"action": "ls", "observation": "a", "thought": ""}
+    (run,) = runs_of(traj([], [good, "oops", good]))
+    assert run.tool_calls == 2 and run.skipped == 1
+    assert "field 'trajectory[1]'" in run.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"),
+    [
+        (b"[1]", "not one JSON object"),
+        (b'{"messages": []}', "no top-level `trajectory` array"),
+        (b'{"trajectory": [{"a": 1}]}', "`trajectory` items have no `action`"),
+        (
+            b'{"trajectory_format": "mini-swe-agent-1", "trajectory": [{"action": "ls"}]}',
+            "marked as mini-swe-agent",
+        ),
+    ],
+)
+def test_claim_says_why_not(head, reason):
+    verdict = swe_agent.claim(sample_of(head))
+    assert verdict.score == 0 and verdict.reason.startswith(reason)
+
+
+def test_claim_is_high_for_whole_steps_and_beats_the_chat_reader():
+    data = traj([{"role": "user", "content": "t"}], [{"action": "ls", "observation": "a"}])
+    verdict = swe_agent.claim(sample_of(data))
+    assert verdict.score >= 0.9
+    assert detect_format(data) == "swe-agent"

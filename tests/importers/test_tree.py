@@ -92,3 +92,15 @@ def test_other_formats_are_not_claimed_by_tree():
 
     assert not tree.sniff(b'{"children": [], "foo": 1}')
     assert detect_format(json.dumps(TREE).encode()) == "tree"
+
+
+def test_claim_scores_known_node_types_higher_and_says_why_not():
+    from runs.importers import tree_json as tree
+    from runs.importers.detect import sample_of
+
+    known = tree.claim(sample_of(json.dumps(TREE).encode()))
+    plain = tree.claim(sample_of(b'{"name": "a", "children": [{"name": "b", "children": []}]}'))
+    assert known.score > plain.score > 0
+    assert known.score <= 0.6  # a general shape: below the formats with their own markers
+    none = tree.claim(sample_of(b'{"children": [], "foo": 1}'))
+    assert none.score == 0 and "children" in none.reason
