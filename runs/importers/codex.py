@@ -558,8 +558,7 @@ def _read_object(value: dict[str, Any]) -> Output:
         text = value["output"]
         if code is not None:
             return Output(text, code != 0, exit_code=code, explicit=True)
-        inner = read(text) if isinstance(text, str) else Output(text, False)
-        return inner
+        return read(text) if isinstance(text, str) else Output(text, False)
     flag = value.get("isError", value.get("is_error"))
     success = value.get("success")
     if "content" in value or isinstance(value.get("text"), str):
