@@ -33,8 +33,9 @@ Mapping, one run per file (id = `sessionId`):
   true or when the record (or the block) has a `toolDenialKind` ("permission-rule",
   "user-rejected", "automode-blocked", "interrupted": the call was refused or cut off, even
   without `is_error`). Text -> a `user` step, but `isMeta: true` records (hook feedback,
-  command caveats: injected, not typed by the person) -> `system` steps, so they do not
-  start a new user turn.
+  command caveats) and `isCompactSummary: true` ones (the summary that opens a compacted
+  context) are injected, not typed by the person -> `system` steps, so they do not start a
+  new user turn.
 - A `tool_result` whose call is not in the file -> a failed-or-ok `tool_call` step of its
   own, tool `"(unknown)"`. A repeated record `uuid` is skipped; a repeated `tool_use` id in
   a later message gets a `#n` suffix so step ids stay unique.
@@ -142,7 +143,8 @@ MAX_TITLE_CHARS = 500
 def _is_metadata(record: Any) -> bool:
     return (
         isinstance(record, dict)
-        and record.get("type") in METADATA_TYPES
+        and isinstance(record.get("type"), str)
+        and record["type"] in METADATA_TYPES
         and "uuid" not in record
         and "message" not in record
     )
@@ -187,7 +189,7 @@ def claim(sample: Sample) -> Claim:
     records = sample.records
     metadata = [r for r in records if _is_metadata(r)]
     rest = [r for r in records if not _is_metadata(r)]
-    skipped = f" after {len(metadata)} metadata record(s)" if metadata else ""
+    skipped = f" ({len(metadata)} metadata records left out)" if metadata else ""
     if rest:
         tree = [r for r in rest if _is_tree_record(r)]
         if not tree:
@@ -311,8 +313,8 @@ def _no_messages(records: list[dict[str, Any]], source: str, skipped: int) -> Tr
         what = "no user or assistant message"
     bad = f"; {skipped} invalid line(s) skipped" if skipped else ""
     return TraceError(
-        f"no messages: the file holds {what} ({held}{bad}); a session that was started "
-        "but never got a prompt, or an index of another session",
+        f"no messages: the file holds {what} ({held}{bad}), as a session that was opened "
+        "but never got a prompt does; there is no run to import",
         source=source,
     )
 
@@ -502,8 +504,11 @@ def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
         value = record.get(key)
         if value and target not in meta and isinstance(value, str | int | float):
             meta[target] = clip_strings(value, MAX_TITLE_CHARS)
+    message = record.get("message")
     model = (
-        (record.get("message") or {}).get("model") if record.get("type") == "assistant" else None
+        message.get("model")
+        if isinstance(message, dict) and record.get("type") == "assistant"
+        else None
     )
     if isinstance(model, str) and model and not model.startswith("<"):
         meta.setdefault("model", model)
@@ -592,7 +597,7 @@ def _assistant_block(
 def _user(state: _State, record: dict[str, Any]) -> None:
     message = record.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    kind = "system" if record.get("isMeta") else "user"
+    kind = "system" if record.get("isMeta") or record.get("isCompactSummary") else "user"
     if isinstance(content, str):
         _add(state, record, text_step(kind, content, limits=state.limits, id=record.get("uuid")))
         return
@@ -653,6 +658,7 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
 def _system(state: _State, record: dict[str, Any]) -> None:
     """A system record: a step when it says something (see the module rules)."""
     subtype = record.get("subtype")
+    subtype = subtype if isinstance(subtype, str) else None
     error = subtype in ERROR_SYSTEM_SUBTYPES or record.get("level") == "error"
     text = content_text(record.get("content"))
     if error:
@@ -664,7 +670,7 @@ def _system(state: _State, record: dict[str, Any]) -> None:
         errors = errors if isinstance(errors, list) else [errors]
         text = "Stop hook errors: " + "; ".join(content_text(e) for e in errors[:20])
     if not text:
-        _count(state.context, f"system:{subtype}" if isinstance(subtype, str) else "system")
+        _count(state.context, f"system:{subtype}" if subtype else "system")
         _follow(state, record)
         return
     step = text_step("system", text, limits=state.limits, id=record.get("uuid"))
@@ -770,7 +776,11 @@ def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:
             s for s in state.calls.values() if s.tool in TASK_TOOLS and s.id not in state.answered
         ]
         prompt = step.text if step.kind == "user" else None
-        matching = [s for s in open_tasks if prompt and (s.args or {}).get("prompt") == prompt]
+        matching = [
+            s
+            for s in open_tasks
+            if prompt and isinstance(s.args, dict) and s.args.get("prompt") == prompt
+        ]
         if matching:
             task = matching[-1].id
         elif len(open_tasks) == 1:
