@@ -104,7 +104,6 @@ from .reading import (
 
 STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result", "error"}
 MESSAGE_TYPES = {"user", "gemini", "info", "error", "warning"}
-NOTICE_TYPES = {"info", "error", "warning"}
 META_KEYS = ("sessionId", "projectHash", "startTime", "lastUpdated", "kind", "summary")
 
 # --- the outcome of a tool call (both importers)
@@ -625,11 +624,10 @@ class _Recording:
 
     def _count(self, delta: int, line: int | None) -> None:
         self.held += delta
-        if self.held > min(self.limits.max_steps, self.limits.max_held_steps):
+        limit = min(self.limits.max_steps, self.limits.max_held_steps)
+        if self.held > limit:
             raise TooManySteps(
-                f"the recording holds more than {min(self.limits.max_steps, self.limits.max_held_steps)} steps",
-                source=self.source,
-                line=line,
+                f"the recording holds more than {limit} steps", source=self.source, line=line
             )
 
     def message(self, record: dict[str, Any], line: int | None) -> None:
@@ -737,6 +735,7 @@ class _Layout:
         self.tree = bool(recording.branches) or any(m.agents for m in every)
         self.ids: dict[str, int] = {}
         self.open: dict[str, list[Step]] = {}  # calls made in content parts, by call id
+        self.known: set[str] = set()  # the source ids of every call laid out
         self.agents: set[str] = set()
         self.live = live
 
@@ -750,6 +749,8 @@ class _Layout:
 
     def add(self, step: Step, parent: str | None) -> Step:
         if step.id is not None:
+            if step.kind == "tool_call":
+                self.known.add(step.id)
             count = self.ids.get(step.id, 0) + 1
             self.ids[step.id] = count
             if count > 1:
@@ -796,8 +797,13 @@ class _Layout:
         self.sequence(branch.messages, marker.id)
 
     def answer(self, message: _Message, parent: str | None) -> None:
-        """Give the calls made in content parts the results a user message's parts carry."""
+        """Give the calls made in content parts the results a user message's parts carry.
+
+        A result for a call that carries its own (a `toolCalls` entry) repeats it: left out.
+        """
         for call_id, name, value, status in message.responses:
+            if call_id is not None and call_id in self.known and not self.open.get(call_id):
+                continue
             waiting = self.open.get(call_id or "") or []
             if not waiting and call_id is None:
                 waiting = next(
@@ -806,9 +812,8 @@ class _Layout:
             if waiting:
                 step = waiting.pop(0)
             else:
-                step = self.add(
-                    tool_step(tool=name, args=None, limits=self.limits, id=call_id), parent
-                )
+                step = tool_step(tool=name, args=None, limits=self.limits, id=call_id)
+                self.add(step, parent)
                 self.recording.skips.note(
                     f"{self.recording.source}: result for call {call_id!r} matches no call; "
                     "kept as a step of its own"

@@ -299,3 +299,14 @@ def test_step_limit_fails_the_file():
     records = [META] + [user(f"u{n}") for n in range(5)]
     with pytest.raises(TraceError, match="more than 3 steps"):
         one_run(jsonl(*records), limits=Limits(max_steps=3))
+
+
+def test_a_history_turn_repeating_a_recorded_result_adds_no_step():
+    # a checkpoint rebuilt from the model's history: the user turn answering c1 repeats the
+    # result the `toolCalls` entry already holds; a result for no call at all is kept
+    repeat = {"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {}}}
+    stray = {"functionResponse": {"id": "c9", "name": "grep", "response": {"output": "x"}}}
+    turns = [user("u1"), gemini("g1", shell("c1", 1)), {**user("h1"), "content": [repeat]}]
+    run = one_run(jsonl(META, {"$set": {"messages": [*turns, {**user("h2"), "content": [stray]}]}}))
+    assert [(s.id, s.status) for s in run.steps] == [("u1", "ok"), ("c1", "error"), ("c9", "ok")]
+    assert "result for call 'c9' matches no call" in run.warnings[0]
