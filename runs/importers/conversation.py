@@ -447,6 +447,7 @@ FOREIGN_KEYS = {
     "children": "tree JSON",
 }
 FOREIGN_INFO = {"exit_status", "mini_version", "submission", "model_stats"}
+MESSAGE_BODY = ("content", "tool_calls", "function_call", "tool_call_id")
 
 
 @dataclass(slots=True)
@@ -477,6 +478,17 @@ def base_role(role: Any) -> tuple[str | None, str | None]:
     return text.lower(), None
 
 
+def _is_message(value: Any) -> bool:
+    """An object with a `role` and what a message carries (`content`, `tool_calls`, ...), not
+    a wrapper around one (Claude Code and Cursor records hold `{role?, message: {...}}`)."""
+    return (
+        isinstance(value, dict)
+        and "role" in value
+        and "message" not in value
+        and any(key in value for key in MESSAGE_BODY)
+    )
+
+
 def _foreign(value: dict) -> str:
     for key, what in FOREIGN_KEYS.items():
         if key in value:
@@ -494,7 +506,7 @@ def messages_in(sample: Any, keys: tuple[str, ...] = ("messages", "traj")) -> Me
     found = Messages()
 
     def take(items: list) -> bool:
-        got = [item for item in items if isinstance(item, dict) and "role" in item]
+        got = [item for item in items if _is_message(item)]
         room = MAX_SAMPLE_MESSAGES - len(found.messages)
         found.messages.extend(got[: max(room, 0)])
         return bool(got)
@@ -512,7 +524,7 @@ def messages_in(sample: Any, keys: tuple[str, ...] = ("messages", "traj")) -> Me
         if isinstance(record, dict):
             if holder(record):
                 found.fitting += 1
-            elif "role" in record:
+            elif _is_message(record):
                 found.foreign = found.foreign or _foreign(record)
                 found.fitting += take([record])
             elif _foreign(record):

@@ -193,3 +193,14 @@ def test_other_formats_get_no_claim_and_a_reason(path, key):
     claims = dict(explain_format((DATA / path).read_bytes()[:65536]).claims)
     assert all(claims[name].score == 0 for name in MINE)
     assert key in claims["chat"].reason
+
+
+def test_records_that_wrap_a_message_are_not_messages():
+    """Cursor/Claude Code records carry `role` beside a nested `message`: not a message list."""
+    lines = [
+        {"role": "user", "message": {"content": [{"type": "text", "text": "why?"}]}},
+        {"role": "assistant", "message": {"content": [TOOL_USE]}},
+    ]
+    found = scores(lines, jsonl=True)
+    assert all(found[name].score == 0 for name in MINE)
+    assert "no message list" in found["chat"].reason
