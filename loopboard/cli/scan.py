@@ -62,6 +62,9 @@ def _print_human(out: TextIO, source: str, run: detection.Run, result: detection
         f"{result.verdict.upper():5} {label}  stall {result.stall_score:.2f}  "
         f"({result.steps} steps, {result.tool_calls} tool calls)\n"
     )
+    read_by = run.metadata.get("read_by")
+    if isinstance(read_by, dict) and read_by.get("heuristic"):
+        out.write(f"  {read_by.get('summary', 'read heuristically')}\n")
     for finding in result.findings:
         out.write(
             f"  [{finding.severity}] {finding.detector} {finding.tool or ''} "
@@ -92,6 +95,7 @@ def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict
         "tool_calls": result.tool_calls,
         "stall_score": result.stall_score,
         "verdict": result.verdict,
+        "read_by": run.metadata.get("read_by"),
         "waste": result.waste.to_dict(),
         "findings": [
             {

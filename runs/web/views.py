@@ -80,6 +80,19 @@ def _int(value: str | None, default: int | None = 0) -> int | None:
 FINDINGS_SHOWN = 40
 
 
+def _read_by_notice(read_by: object) -> str:
+    """The run page's notice for a run read heuristically (`--format generic`), else ""."""
+    if not isinstance(read_by, dict) or not read_by.get("heuristic"):
+        return ""
+    calls = ", ".join(map(str, read_by.get("call_fields") or [])) or "no field"
+    links = ", ".join(map(str, read_by.get("result_link") or [])) or "nothing"
+    unplaced = read_by.get("unplaced") or 0
+    return (
+        f"Read heuristically: calls from {calls}, results linked by {links}; "
+        f"{unplaced} object{'' if unplaced == 1 else 's'} could not be placed"
+    )[:400]
+
+
 def run_header_context(run: Run, all_findings: bool = False) -> dict:
     """Return what the run page header and tabs need (the first findings, or all)."""
     findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
@@ -96,6 +109,7 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
             for key, label in (("model", "Model"), ("agent", "Agent"), ("task", "Task"))
             if meta.get(key) not in (None, "", [], {})
         ],
+        "read_by": _read_by_notice(meta.get("read_by")),
         "stall_chart": charts.stall_chart(
             summary.stall_series_of(run),
             steps=run.step_count,

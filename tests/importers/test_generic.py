@@ -360,3 +360,19 @@ def test_a_big_document_is_read_item_by_item(monkeypatch):
     items = [{"name": "ls", "arguments": {"n": n}} for n in range(2000)]
     (run,) = read({"calls": items})
     assert run.tool_calls == 2000 and len(built) == 2000 and max(built) < 100
+
+
+def test_scan_says_the_run_was_read_heuristically(tmp_path, capsys):
+    from loopboard.cli import scan
+
+    path = tmp_path / "acme.json"
+    path.write_text(json.dumps(NESTED))
+    assert scan.main(["--format", "generic", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  read heuristically: calls from tool+parameters; results linked by toolCallId; "
+        "2 objects could not be placed\n"
+    ) in out
+    assert scan.main(["--format", "generic", "--json", str(path)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["read_by"]["unplaced"] == 2 and record["format"] == "generic"
