@@ -383,18 +383,18 @@ def iter_members(
                 for index, (event, value) in enumerate(events):
                     if event == "end_array":
                         break
-                    yield key, index, _build(event, value, events, fields)
+                    yield key, index, build_value(event, value, events, fields)
             elif keep is None or key in keep:
-                yield key, None, _build(event, value, events, None)
+                yield key, None, build_value(event, value, events, None)
             else:
-                _skip(event, events)
+                skip_value(event, events)
         for _ in events:  # trailing content after the object is an error
             pass
     except ijson.JSONError as exc:
         raise reader.error(exc) from None
 
 
-def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], fields: Any) -> Any:
+def build_value(event: str, value: Any, events: Iterator[tuple[str, Any]], fields: Any) -> Any:
     """Build the JSON value that starts with this event; of an object, only `fields`."""
     import ijson
 
@@ -407,9 +407,9 @@ def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], fields: An
                 return built
             event, value = next(events)
             if key in fields:
-                built[key] = _build(event, value, events, None)
+                built[key] = build_value(event, value, events, None)
             else:
-                _skip(event, events)
+                skip_value(event, events)
         return built
     builder = ijson.ObjectBuilder()
     builder.event(event, value)
@@ -425,7 +425,7 @@ def _build(event: str, value: Any, events: Iterator[tuple[str, Any]], fields: An
     return builder.value
 
 
-def _skip(event: str, events: Iterator[tuple[str, Any]]) -> None:
+def skip_value(event: str, events: Iterator[tuple[str, Any]]) -> None:
     """Read past the JSON value that starts with this event without building it."""
     if event not in _OPEN:
         return

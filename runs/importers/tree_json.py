@@ -22,6 +22,9 @@ nodes have one):
 - Errors are explicit: `status` in error/failed/failure, a truthy `error`, or `success: false`
   -> "error" (a failed node without a result gets the error as its result). Text is not
   inspected.
+- Reading streams: a file that is one root object is walked event by event (only each
+  node's own fields are built; a node becomes its step when its object ends, ids are given
+  in pre-order at the end), an array of roots root by root, JSONL line by line.
 - Tree depth is limited only by max_steps (nodes are walked without recursion); the file's
   JSON nesting may reach 8 x max_depth, deeper files are refused; node values nested deeper
   than max_depth are cut with a marker.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from detection.model import Run, Step
@@ -40,14 +44,17 @@ from .conversation import with_skips
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
 from .reading import (
+    DepthGuard,
     JsonlReader,
     Limits,
+    build_value,
     clip_json,
     clip_strings,
     first_byte,
     head_values,
     iter_document,
     looks_like_jsonl,
+    skip_value,
     stream_head,
 )
 
@@ -276,6 +283,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     def runs() -> Iterator[Run]:
         for run_id, root, line in roots:
             try:
+                if isinstance(root, Run):  # a single root, already read as it streamed
+                    yield root
+                    continue
                 yield run_from_root(root, run_id=run_id, source=source, limits=limits)
             except TooManySteps:
                 raise
@@ -313,8 +323,7 @@ def _document_roots(
         raise TraceError("empty file", source=source)
     depth = _file_depth(limits)
     if start == b"{":
-        for value in iter_document(stream, "", source=source, limits=limits, max_depth=depth):
-            yield base, value, None
+        yield base, _stream_root(stream, run_id=base, source=source, limits=limits), None
         return
     if start != b"[":
         raise TraceError("expected a JSON object or array of tree nodes", source=source, line=1)
@@ -322,3 +331,115 @@ def _document_roots(
         iter_document(stream, "item", source=source, limits=limits, max_depth=depth)
     ):
         yield f"{base}#{index}", value, None
+
+
+# --- one root object, read as it streams
+
+
+@dataclass(slots=True)
+class _Open:
+    """A node whose object is still being read."""
+
+    pos: int  # its place in pre-order
+    path: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    children: int = 0  # children seen so far
+    in_children: bool = False  # reading its `children` array
+    wrapper: bool = False  # a `{"root": node}` wrapper, not a node
+
+
+def _stream_root(stream: IO[bytes], *, run_id: str, source: str, limits: Limits) -> Run:
+    """Return the run of a file that is one root node, read event by event.
+
+    Only the nodes' own fields are built (children are walked, not built into the root), so
+    a big tree is never held as JSON: each node becomes its step when its object ends. Ids
+    are given in pre-order at the end, as run_from_root gives them.
+    """
+    import ijson
+
+    reader = DepthGuard(stream, source=source, max_depth=_file_depth(limits))
+    events = ijson.basic_parse(reader, use_float=True)
+    try:
+        return _walk(events, run_id=run_id, source=source, limits=limits)
+    except StopIteration:
+        raise TraceError("invalid JSON: premature EOF (truncated file?)", source=source) from None
+    except ijson.JSONError as exc:
+        raise reader.error(exc) from None
+
+
+def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits: Limits) -> Run:
+    run = Run(id=run_id, format=name)
+    nodes: list[list[Any]] = []  # pre-order: [step, given id, path, parent position]
+    stack: list[_Open] = []
+
+    def open_node(path: str, parent: int | None) -> None:
+        if len(nodes) >= limits.max_steps:
+            raise TooManySteps(
+                f"run {run.id!r} has more than {limits.max_steps} steps", source=source
+            )
+        nodes.append([None, None, path, parent])
+        stack.append(_Open(len(nodes) - 1, path))
+
+    event, _ = next(events)
+    if event != "start_map":
+        raise TraceError("a root node must be an object", source=source)
+    open_node("0", None)
+    while stack:
+        node = stack[-1]
+        event, value = next(events)
+        if node.in_children:
+            if event == "end_array":
+                node.in_children = False
+            elif event == "start_map":
+                node.children += 1
+                open_node(f"{node.path}.{node.children - 1}", node.pos)
+            else:
+                skip_value(event, events)
+                node.children += 1
+                run.warnings.append(
+                    f"{source}: node {node.path}.{node.children - 1} is not an object; skipped"
+                )
+                run.skipped += 1
+            continue
+        if event == "end_map":
+            stack.pop()
+            if not node.wrapper:
+                step = node_step(node.fields, id="", parent_id=None, limits=limits)
+                nodes[node.pos][0], nodes[node.pos][1] = step, node.fields.get("id")
+                if node.pos == 0:
+                    own = _first(node.fields, ("parent_id", "parent"))
+                    nodes[0][3] = own
+                    run.id = str(node.fields.get("run_id") or run.id)
+            continue
+        key = value
+        event, value = next(events)
+        if node.wrapper:
+            skip_value(event, events)
+        elif key == "children" and event == "start_array":
+            node.in_children = True
+        elif key == "children" and event == "start_map":  # one child, not in a list
+            node.children += 1
+            open_node(f"{node.path}.0", node.pos)
+        elif (
+            key in WRAPPERS and event == "start_map" and node.pos == 0 and len(stack) == 1
+            and not node.children and len(nodes) == 1
+        ):  # fmt: skip
+            node.wrapper = True  # {"root": node}: the node is inside, the rest is skipped
+            nodes.clear()
+            open_node("0", None)
+        else:
+            node.fields[key] = build_value(event, value, events, None)
+    for _ in events:  # trailing content after the root is an error
+        pass
+    used: dict[str, int] = {}
+    ids: list[str] = []
+    for step, given, path, parent in nodes:
+        step.id = _unique_id(given, path, used)
+        ids.append(step.id)
+        if isinstance(parent, int) and step is not nodes[0][0]:
+            step.parent_id = ids[parent]
+        else:
+            step.parent_id = None if parent is None else str(parent)
+        run.steps.append(step)
+    _order(run)
+    return run

@@ -104,3 +104,42 @@ def test_claim_scores_known_node_types_higher_and_says_why_not():
     assert known.score <= 0.6  # a general shape: below the formats with their own markers
     none = tree.claim(sample_of(b'{"children": [], "foo": 1}'))
     assert none.score == 0 and "children" in none.reason
+
+
+def test_a_single_root_is_streamed_and_reads_as_the_whole_tree_would():
+    """The streamed walk of one root object gives the steps run_from_root gives the same
+    tree held whole: ids, parents, order, kinds, fields before or after `children`."""
+    import io
+    import random
+
+    from runs.importers import tree_json as tree
+    from runs.importers.reading import DEFAULT_LIMITS
+
+    rng = random.Random(12)
+
+    def node(depth: int) -> dict:
+        fields = {
+            "type": rng.choice(["ToolNode", "ThinkNode", "llm", "agent"]),
+            "id": rng.choice(["a", "b", f"n{rng.random()}"]),
+            "name": "n",
+            "args": {"x": rng.randint(0, 3)},
+            "started_at": rng.choice([None, rng.randint(1, 9)]),
+            "status": rng.choice(["ok", "error"]),
+        }
+        items = [(k, v) for k, v in fields.items() if v is not None]
+        kids = [node(depth + 1) for _ in range(rng.randint(0, 3))] if depth < 4 else []
+        items.insert(rng.randint(0, len(items)), ("children", kids + [5] * (rng.random() < 0.1)))
+        return dict(items)
+
+    def seen(run) -> list:
+        steps = [(s.kind, s.id, s.parent_id, s.tool, s.args, s.status, s.text) for s in run.steps]
+        return [*steps, run.id, run.skipped]
+
+    for _ in range(100):
+        root = node(0)
+        if rng.random() < 0.2:
+            root = {"root": root, "note": "wrapped"}
+        whole = tree.run_from_root(root, run_id="f", source="s", limits=DEFAULT_LIMITS)
+        data = io.BytesIO(json.dumps(root).encode())
+        streamed = tree._stream_root(data, run_id="f", source="s", limits=DEFAULT_LIMITS)
+        assert seen(streamed) == seen(whole)
