@@ -45,7 +45,8 @@ Mapping, one run per file (id = `sessionId`):
   has none, is the hook's reason); one whose `toolUseID` names no call (a Stop hook) is a
   `system` step with status "error". `queued_command` (a prompt typed while the agent
   worked) is a `user` step (a `system` step when its `origin.kind` is not "human").
-  Others are counted in `metadata["context_records"]`.
+  The others (and a hook block that landed on its call) are counted in
+  `metadata["context_records"]`.
 - `system` records -> `system` steps when they say something: their `content`, or, for
   `api_error` / `error` / `api_refusal` / `level: "error"` records, the error (status
   "error", with the retry count); `compact_boundary` -> a system step ("Conversation

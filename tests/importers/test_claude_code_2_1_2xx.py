@@ -141,6 +141,14 @@ def test_a_big_first_record_cut_by_the_head_is_still_claimed():
     assert claude_code.claim(sample_of(jsonl(big)[:65536])).score >= 0.5
 
 
+def test_metadata_records_then_a_message_longer_than_the_head_is_claude_code():
+    """A pasted image makes the first message longer than the 64 KiB head: the head shows
+    only the metadata records before it."""
+    data = jsonl(*lines(INTERACTIVE)[:5], user("u1", None, "x" * 70_000))
+    assert detect_format(data[:65536]) == "claude-code"
+    assert read(data).steps[0].kind == "user"
+
+
 SESSION_FIXTURES = ("claude_code_agent-", "claude_code_branches", "claude_code_2_1_2xx_")
 OTHER_FILES = sorted(
     p
