@@ -36,6 +36,7 @@ from .conversation import (
     chat_marks,
     join,
     messages_in,
+    no_list,
     read_conversations,
     result_error,
 )
@@ -80,7 +81,7 @@ def claim(sample: Sample) -> Claim:
     if found.foreign:
         return Claim.no(f"a record has {found.foreign}: another format's file")
     if not found.messages:
-        return Claim.no("no message list: no record has `messages` or a `role`")
+        return Claim.no(no_list(found, "`messages`"))
     if not any(m.get("type", "message") == "message" for m in found.messages):
         return Claim.no('every record with a `role` has a `type` other than "message"')
     marks, chat = anthropic_marks(found), chat_marks(found)

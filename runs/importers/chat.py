@@ -61,10 +61,11 @@ from .conversation import (
     chat_marks,
     join,
     messages_in,
+    no_list,
     read_conversations,
     result_error,
 )
-from .detect import Claim, Sample
+from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
 from .reading import Limits
 
@@ -105,7 +106,7 @@ def claim(sample: Sample) -> Claim:
         return Claim.no(f"a record has {found.foreign}: another format's file")
     own = [m for m in found.messages if "type" not in m]
     if not found.messages:
-        return Claim.no("no message list: no record has `messages`/`traj` or a `role`")
+        return Claim.no(no_list(found, "`messages`/`traj`"))
     if not own:
         return Claim.no(
             "every record with a `role` also has a `type` (Responses items or native events, "
@@ -148,8 +149,6 @@ def _responses_parts(messages: list[dict]) -> list[str]:
 
 def sniff(head: bytes) -> bool:
     """Whether `claim` takes these first bytes on its own (kept for callers of the old API)."""
-    from .detect import GOOD_ENOUGH, sample_of
-
     return claim(sample_of(head)).score >= GOOD_ENOUGH
 
 

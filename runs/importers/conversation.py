@@ -266,10 +266,6 @@ class Conversation:
         step.result = clip_json(result, self.limits)
         step.status = "error" if error else "ok"
 
-    def warn(self, message: str) -> None:
-        """Add a warning to the run (a value read in part, an unknown field)."""
-        self._warn(f"{self.source}: {message}")
-
     def _warn(self, message: str) -> None:
         if len(self.run.warnings) < 100:
             self.run.warnings.append(message)
@@ -433,18 +429,23 @@ def _take_skips(run: Run, skips: Skips) -> Run:
 
 MAX_SAMPLE_MESSAGES = 400
 SUBAGENT_ROLE = re.compile(r"^(?P<base>[a-z]+)[-_]sub-?agent[-_:](?P<child>.+)$", re.IGNORECASE)
-# Keys that only other formats put beside (or instead of) a message list.
+# Keys that only other formats put beside a message list: a holder with one is not ours.
 FOREIGN_KEYS = {
     "trajectory_format": "mini-swe-agent",
     "trajectory": "SWE-agent",
     "history": "SWE-agent/OpenHands",
-    "sessionId": "Claude Code/Gemini CLI",
     "projectHash": "Gemini CLI",
-    "parentUuid": "Claude Code",
-    "uuid": "Claude Code",
     "payload": "Codex rollout",
     "resourceSpans": "OTLP",
     "children": "tree JSON",
+}
+# Keys of other formats' records, named in a reason when no message list is found (a chat
+# export may well carry a session id, so these decide nothing on their own).
+HINT_KEYS = {
+    **FOREIGN_KEYS,
+    "sessionId": "Claude Code/Gemini CLI",
+    "parentUuid": "Claude Code",
+    "uuid": "Claude Code",
 }
 FOREIGN_INFO = {"exit_status", "mini_version", "submission", "model_stats"}
 MESSAGE_BODY = ("content", "tool_calls", "function_call", "tool_call_id")
@@ -458,7 +459,8 @@ class Messages:
     messages: list[dict] = field(default_factory=list)  # objects with a `role`, in order
     records: int = 0  # top-level records looked at
     fitting: int = 0  # of those: a message, a message list, or an object holding one
-    foreign: str = ""  # "`key` (format)" when a record carries another format's key
+    foreign: str = ""  # "`key` (format)": a holder carries another format's key
+    hint: str = ""  # "`key` (format)": another record does (named when no list is found)
 
     @property
     def fit(self) -> float:
@@ -489,8 +491,8 @@ def _is_message(value: Any) -> bool:
     )
 
 
-def _foreign(value: dict) -> str:
-    for key, what in FOREIGN_KEYS.items():
+def _foreign(value: dict, keys: dict[str, str] = FOREIGN_KEYS) -> str:
+    for key, what in keys.items():
         if key in value:
             return f"`{key}` ({what})"
     info = value.get("info")
@@ -501,8 +503,9 @@ def _foreign(value: dict) -> str:
 
 def messages_in(sample: Any, keys: tuple[str, ...] = ("messages", "traj")) -> Messages:
     """Collect the messages a `detect.Sample` shows: records that are messages (objects with
-    a `role`), message arrays, and objects holding a message list under one of `keys`
-    (also as the items of a top-level array or a JSONL line's array)."""
+    a `role` and a body, see `_is_message`), message arrays, and objects holding a message
+    list under one of `keys` (also as the items of a top-level array or a JSONL line's
+    array). Other records (metadata lines) only lower the share that fits."""
     found = Messages()
 
     def take(items: list) -> bool:
@@ -525,10 +528,9 @@ def messages_in(sample: Any, keys: tuple[str, ...] = ("messages", "traj")) -> Me
             if holder(record):
                 found.fitting += 1
             elif _is_message(record):
-                found.foreign = found.foreign or _foreign(record)
                 found.fitting += take([record])
-            elif _foreign(record):
-                found.foreign = found.foreign or _foreign(record)
+            else:
+                found.hint = found.hint or _foreign(record, HINT_KEYS)
         elif isinstance(record, list) and (
             take(record) or any(holder(item) for item in record if isinstance(item, dict))
         ):
@@ -626,3 +628,9 @@ def join(marks: list[str], most: int = 4) -> str:
     """Name the first few marks for a reason ("role "tool", "tool_calls" and 2 more")."""
     shown = ", ".join(marks[:most])
     return shown + (f" and {len(marks) - most} more" if len(marks) > most else "")
+
+
+def no_list(found: Messages, keys: str) -> str:
+    """The reason for a sample without messages, naming another format's key if one shows."""
+    reason = f"no message list: no record has {keys} or is a message (`role` and `content`)"
+    return reason + (f"; records have {found.hint}" if found.hint else "")

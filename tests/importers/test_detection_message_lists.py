@@ -186,7 +186,7 @@ def test_the_fixtures_are_detected_by_content(path, best):
     [
         ("claude_code_branches.jsonl", "`sessionId`"),
         ("codex_rollout.jsonl", "`payload`"),
-        ("gemini_chat.json", "`sessionId`"),
+        ("gemini_chat.json", "`projectHash`"),
     ],
 )
 def test_other_formats_get_no_claim_and_a_reason(path, key):
@@ -204,3 +204,23 @@ def test_records_that_wrap_a_message_are_not_messages():
     found = scores(lines, jsonl=True)
     assert all(found[name].score == 0 for name in MINE)
     assert "no message list" in found["chat"].reason
+
+
+def test_a_session_id_beside_the_messages_does_not_make_it_another_format():
+    """A chat export may carry `sessionId`/`uuid`: only keys no chat export writes beside
+    its list (`trajectory_format`, `projectHash`, `payload`, ...) rule it out."""
+    found = scores(
+        {
+            "sessionId": "s-1",
+            "uuid": "u-1",
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": "c", "content": "x"},
+            ],
+        }
+    )
+    assert found["best"] == "chat" and found["chat"].score == 0.8
+    mini = scores(
+        {"trajectory_format": "mini-swe-agent-1", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert mini["chat"].score == 0 and "`trajectory_format`" in mini["chat"].reason
