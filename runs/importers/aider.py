@@ -167,7 +167,7 @@ class _Reader:
         if not session.user:
             return
         text = "\n".join(session.user).strip("\n")
-        session.user = []
+        session.user, session.offered = [], []
         first = text.lstrip()
         ui = first.startswith(("/", "!")) or PROMPT.search(first.splitlines()[0] if first else "")
         if ui:
@@ -180,6 +180,7 @@ class _Reader:
         lines, session.reply = session.reply, []
         if not "".join(lines).strip():
             return
+        session.offered = []
         session.replies += 1
         batch = f"reply-{session.replies}"
         reply = self.add(

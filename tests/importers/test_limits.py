@@ -223,3 +223,129 @@ def test_otlp_spans_held_across_traces_are_bounded():
     data = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).encode()
     with pytest.raises(TraceError, match="more than 100 steps across runs"):
         list(iter_runs(data, source="spans.json", limits=Limits(max_held_steps=100)))
+
+
+# --- the formats of issue 14 with real samples: pi, ATIF, Managed Agents, Inspect, LangSmith
+
+
+def one_call(format: str, args: object = None, tool: str = "f") -> bytes:
+    """A one-call file of the format (written from the notes, §3.12–3.19)."""
+    args = {} if args is None else args
+
+    def jsonl(*records: object) -> bytes:
+        return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+    if format == "pi":
+        block = {"type": "toolCall", "id": "t1", "name": tool, "arguments": args}
+        return jsonl(
+            {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00Z",
+             "cwd": "/"},
+            {"type": "message", "id": "a1", "parentId": None, "timestamp": "2025-01-01T00:00:01Z",
+             "message": {"role": "assistant", "content": [block], "stopReason": "toolUse"}},
+        )  # fmt: skip
+    if format == "managed-agents":
+        return jsonl(
+            {"id": "sevt_1", "type": "agent.tool_use", "name": tool, "input": args,
+             "processed_at": "2026-01-01T00:00:00Z"},
+            {"id": "sevt_2", "type": "agent.tool_result", "tool_use_id": "sevt_1",
+             "content": [{"type": "text", "text": "ok"}], "processed_at": "2026-01-01T00:00:01Z"},
+        )  # fmt: skip
+    if format == "atif":
+        call = {"tool_call_id": "c1", "function_name": tool, "arguments": args}
+        step = {"step_id": 1, "source": "agent", "message": "", "tool_calls": [call],
+                "observation": {"results": [{"source_call_id": "c1", "content": "ok"}]}}  # fmt: skip
+        value: object = {"schema_version": "ATIF-v1.4", "session_id": "s",
+                         "agent": {"name": "a", "version": "1"}, "steps": [step]}  # fmt: skip
+    elif format == "inspect-ai":
+        event = {"event": "tool", "id": "c1", "function": tool, "arguments": args,
+                 "result": "ok", "timestamp": "2025-01-01T00:00:00+00:00"}  # fmt: skip
+        value = {"version": 2, "status": "success", "eval": {"task": "t", "model": "m"},
+                 "samples": [{"id": 1, "epoch": 1, "events": [event]}]}  # fmt: skip
+    else:  # langsmith
+        value = [{"id": "r1", "run_type": "tool", "name": tool, "trace_id": "r1",
+                  "start_time": "2025-01-01T00:00:00", "inputs": args,
+                  "outputs": {"output": "ok"}}]  # fmt: skip
+    return json.dumps(value, indent=1).encode()
+
+
+NEW_FORMATS = ["pi", "managed-agents", "atif", "inspect-ai", "langsmith"]
+NEW_JSONL = {"pi", "managed-agents"}
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS + ["aider"])
+def test_new_formats_refuse_an_empty_file(format):
+    with pytest.raises(TraceError, match="empty"):
+        runs(b"", format)
+    with pytest.raises(TraceError, match="empty"):
+        runs(b" \n\n", format)
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_read_their_one_call(format):
+    (run,) = runs(one_call(format, {"x": 1}), format)
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert call.tool == "f" and call.args == {"x": 1}
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_handle_a_truncated_file(format):
+    data = one_call(format)
+    if format in NEW_JSONL:  # the cut last line is skipped and counted; the rest is read
+        (run,) = runs(data[: len(data) - 8], format)
+        assert run.skipped == 1 and "invalid JSON" in run.warnings[0]
+        return
+    with pytest.raises(TraceError) as info:
+        runs(data[: len(data) - 8], format)
+    assert info.value.line is not None and "truncated" in info.value.reason
+
+
+def refused_or_skipped(data: bytes, format: str, match: str) -> None:
+    """A whole document fails with the reason; a JSONL line is skipped and counted."""
+    try:
+        found = runs(data, format)
+    except TraceError as exc:
+        assert match in str(exc)
+        return
+    assert format in NEW_JSONL, "only a JSONL format may skip the bad part"
+    assert sum(run.skipped for run in found) == 1 and match in found[0].warnings[0]
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_report_invalid_utf8(format):
+    data = one_call(format).replace(b'"f"', b'"\xff"', 1)
+    refused_or_skipped(data, format, "UTF")
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_refuse_deep_nesting(format):
+    deep = one_call(format).replace(b"{}", b"[" * 100_000 + b"]" * 100_000, 1)
+    refused_or_skipped(deep, format, "nested")
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_clip_huge_strings_and_deep_values(format):
+    data = one_call(format, {"v": "y" * 5000}, tool="x" * 500)
+    (run,) = runs(data, format, limits=Limits(max_value_chars=100))
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert call.args == {"v": "y" * 100 + "…[truncated 4900 chars]"}
+    assert call.tool == "x" * 200
+    value: object = "leaf"
+    for _ in range(30):
+        value = {"a": value}
+    (run,) = runs(one_call(format, value), format, limits=Limits(max_depth=20))
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert "nested deeper than 20 levels, cut" in repr(call.args)
+
+
+@pytest.mark.parametrize("format", NEW_FORMATS)
+def test_new_formats_keep_the_step_limit(format):
+    with pytest.raises(TraceError, match="more than 0 steps"):
+        runs(one_call(format), format, limits=Limits(max_steps=0))
+
+
+def test_aider_clips_a_huge_edit_block():
+    reply = "a.py\n```\n<<<<<<< SEARCH\n" + "y" * 5000 + "\n=======\nz\n>>>>>>> REPLACE\n```\n"
+    data = f"# aider chat started at 2025-01-01 00:00:00\n\n#### go\n\n{reply}".encode()
+    (run,) = runs(data, "aider", limits=Limits(max_value_chars=100))
+    (call,) = (s for s in run.steps if s.is_tool_call)
+    assert call.args["search"] == "y" * 100 + "…[truncated 4900 chars]"

@@ -28,7 +28,12 @@ def test_the_v1_sample_imports_with_its_counts():
     # the shared README's table: 391 tool calls (`grep -o '"type":"toolCall"'` gives 391)
     assert len(found) == 391
     # per tool, from `grep -o '"type":"toolCall","id":"[^"]*","name":"<tool>"'`
-    assert Counter(step.tool for step in found) == {"bash": 192, "edit": 146, "read": 50, "write": 3}
+    assert Counter(step.tool for step in found) == {
+        "bash": 192,
+        "edit": 146,
+        "read": 50,
+        "write": 3,
+    }
     # 19 `"isError":true` results (grep -c), plus the 18 calls that never got a result: 16
     # in the turn on line 33 that ended with stopReason "error" ("terminated") and one in
     # each of two aborted turns (lines 234 and 843)

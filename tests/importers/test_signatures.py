@@ -187,7 +187,39 @@ def cursor(args: Any) -> bytes:
         {"type": "tool_use", "name": "f", "input": args}]}})  # fmt: skip
 
 
-#: format name -> (file builder, whether the format carries arguments as JSON text)
+def pi(args: Any) -> bytes:
+    block = {"type": "toolCall", "id": "t1", "name": "f", "arguments": args}
+    return jsonl(
+        {"type": "session", "version": 3, "id": "s", "timestamp": "2025-01-01T00:00:00Z", "cwd": "/"},
+        {"type": "message", "id": "a1", "parentId": None, "message": {"role": "assistant",
+         "content": [block]}},
+    )  # fmt: skip
+
+
+def atif(args: Any) -> bytes:
+    call = {"tool_call_id": "c", "function_name": "f", "arguments": args}
+    step = {"step_id": 1, "source": "agent", "message": "", "tool_calls": [call]}
+    return document({"schema_version": "ATIF-v1.4", "agent": {"name": "a"}, "steps": [step]})
+
+
+def managed_agents(args: Any) -> bytes:
+    return jsonl({"id": "sevt_1", "type": "agent.tool_use", "name": "f", "input": args,
+                  "processed_at": "2026-01-01T00:00:00Z"})  # fmt: skip
+
+
+def inspect_ai(args: Any) -> bytes:
+    event = {"event": "tool", "id": "c", "function": "f", "arguments": args, "result": ""}
+    return document({"version": 2, "eval": {"task": "t", "model": "m"},
+                     "samples": [{"id": 1, "epoch": 1, "events": [event]}]})  # fmt: skip
+
+
+def langsmith(args: Any) -> bytes:
+    return document([{"id": "r", "run_type": "tool", "name": "f", "trace_id": "r",
+                      "start_time": "2025-01-01T00:00:00", "inputs": args}])  # fmt: skip
+
+
+#: format name -> (file builder, whether the format carries arguments as JSON text).
+#: Aider is left out: its calls are edit blocks and shell commands, with no argument value.
 FORMATS = {
     "native": (native, False),
     "chat": (chat, True),
@@ -206,6 +238,11 @@ FORMATS = {
     "opencode": (opencode, False),
     "claude-code-hooks": (claude_code_hooks, True),
     "cursor": (cursor, False),
+    "pi": (pi, False),
+    "atif": (atif, False),
+    "managed-agents": (managed_agents, False),
+    "inspect-ai": (inspect_ai, False),
+    "langsmith": (langsmith, False),
 }
 
 
