@@ -1,10 +1,30 @@
 """Importer throughput and peak memory, one large generated file per format.
 
     .venv/bin/python bench/bench_importers.py [--mb 60] [--formats chat,otlp-pb]
+    .venv/bin/python bench/bench_importers.py --mb 1024 --formats swe-agent,mini-swe-agent,\
+        openhands-gui,openhands-eval,tree,tree-root    # the 1 GB check: each peak must stay < 300 MB
 
-Writes a file of about --mb megabytes per format into a temporary directory (runs of 40 tool
-calls with ~300-byte results), then parses each in its own subprocess so every peak memory
-figure (ru_maxrss) is that format's alone. Prints MB/s, steps/s and the peak RSS.
+Writes a file of about --mb megabytes per format into a temporary directory (deleted after
+each format), then parses it in its own subprocess so every peak memory figure (ru_maxrss)
+is that format's alone. Prints MB/s, steps/s, the peak RSS and `kept MB`: the text the run's
+steps hold (results, args, messages), which no streaming reader can avoid holding while a
+run is read whole. The file-size limit is lifted for the measurement (Limits.max_bytes is
+512 MiB by default).
+
+The message-list formats are runs of 40 tool calls with ~300-byte results. The agent
+harnesses' whole-document formats (one run per file, or one per eval line) are shaped as
+their large real files are: most of the bytes are what the format repeats, not the run —
+- swe-agent: each `trajectory` step carries `messages`, the model input at that step (the
+  last 40 messages), and `state`; `history` follows the trajectory, `info` comes last;
+- mini-swe-agent (1.1): `info` first, `trajectory_format` last; every assistant turn keeps
+  the raw provider response (`extra.response`, with the model's reasoning) beside
+  `extra.actions` and a native tool call; `role: "tool"` results with `extra.returncode`;
+- openhands-gui: a bare array of events whose actions carry `tool_call_metadata.model_response`
+  (the raw completion) and whose edit observations carry the old and new file content;
+- openhands-eval: eval `output.jsonl`, one instance per line of ~16 MB (history, the dataset
+  row `instance`, `metrics`, `test_result`);
+- tree: an array of ThinkNode roots with ToolNode children; tree-root: one root object
+  whose ToolNode children each carry a large field the reader does not keep.
 """
 
 from __future__ import annotations
@@ -217,6 +237,184 @@ def write_native(out: IO[bytes], target: int) -> None:
         run += 1
 
 
+# --- the agent-harness whole-document formats (see the module docstring)
+
+OBSERVATION = ("drwxr-xr-x  2 root root 4096 src/module.py: line of command output\n" * 24).strip()
+REASONING = "Let me think about which file holds the bug and what to run next. " * 600  # ~40 KB
+FILE_TEXT = "def handler(request):\n    return respond(request)\n" * 400  # ~20 KB
+
+
+def _command(step: int) -> str:
+    return ("grep -rn handler src", "python -m pytest -q tests", f"sed -n {step},+20p a.py")[
+        step % 3
+    ]
+
+
+def write_swe_agent(out: IO[bytes], target: int) -> None:
+    out.write(b'{"environment": "swe_main", "trajectory": [\n')
+    window: list[dict] = []
+    step = 0
+    while out.tell() < target * 0.8:
+        action = _command(step)
+        window.append({"role": "assistant", "content": f"thought {step}", "action": action})
+        window.append({"role": "user", "content": f"{OBSERVATION} {step}"})
+        window = window[-40:]
+        entry = {
+            "action": action,
+            "observation": f"{OBSERVATION} {step}",
+            "response": f"thought {step}\n```\n{action}\n```",
+            "thought": f"thought {step}",
+            "execution_time": 0.5,
+            "state": json.dumps({"open_file": "a.py", "working_dir": "/repo"}),
+            "messages": window,
+        }
+        out.write((b",\n" if step else b"") + json.dumps(entry).encode())
+        step += 1
+    out.write(b'\n], "history": [\n{"role": "system", "content": "You are SWE-agent."},\n')
+    out.write(json.dumps({"role": "user", "content": "fix the handler"}).encode())
+    for index in range(step):
+        if out.tell() >= target:
+            break
+        action = _command(index)
+        message = {"role": "assistant", "content": f"thought {index}", "action": action}
+        message["tool_calls"] = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": action})},
+            }
+        ]
+        observation = {"role": "tool", "content": f"{OBSERVATION} {index}"}
+        out.write(b",\n" + json.dumps(message).encode() + b",\n" + json.dumps(observation).encode())
+    info = {"exit_status": "submitted", "submission": "diff", "model_stats": {"api_calls": step}}
+    out.write(b'\n], "info": ' + json.dumps(info).encode() + b"}\n")
+
+
+def write_mini_swe_agent(out: IO[bytes], target: int) -> None:
+    info = {"mini_version": "2.1.0", "config": {"model": {"model_name": "bench/model"}}}
+    out.write(b'{"info": ' + json.dumps(info).encode() + b', "messages": [\n')
+    out.write(json.dumps({"role": "system", "content": "You are a helpful assistant."}).encode())
+    out.write(b",\n" + json.dumps({"role": "user", "content": "fix the handler"}).encode())
+    turn = 0
+    while out.tell() < target:
+        command, call_id = _command(turn), f"call_{turn}"
+        call = {"command": command}
+        message = {
+            "role": "assistant",
+            "content": f"THOUGHT: step {turn}",
+            "tool_calls": [
+                {"id": call_id, "type": "function",
+                 "function": {"name": "bash", "arguments": json.dumps(call)}}
+            ],
+            "extra": {
+                "actions": [{"command": command, "tool_call_id": call_id}],
+                "response": {
+                    "id": f"resp-{turn}",
+                    "created": 1_763_500_000 + turn,
+                    "choices": [{"message": {"content": f"THOUGHT: step {turn}",
+                                             "reasoning_content": REASONING}}],
+                    "usage": {"prompt_tokens": 1000 + turn, "completion_tokens": 50},
+                },
+                "cost": 0.001,
+            },
+        }  # fmt: skip
+        result = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "content": f"<returncode>0</returncode>\n<output>\n{OBSERVATION} {turn}</output>",
+            "extra": {"raw_output": f"{OBSERVATION} {turn}", "returncode": turn % 7 == 0},
+        }
+        out.write(b",\n" + json.dumps(message).encode() + b",\n" + json.dumps(result).encode())
+        turn += 1
+    out.write(b'\n], "trajectory_format": "mini-swe-agent-1.1", "instance_id": "bench__1"}\n')
+
+
+def _openhands_events(start: int, count: int) -> Iterator[dict]:
+    for n in range(start, start + count):
+        action_id = 2 * n + 10
+        edit = n % 2 == 1
+        args = (
+            {"path": f"/repo/m{n}.py", "command": "str_replace", "old_str": "a", "new_str": "b"}
+            if edit
+            else {"command": _command(n), "is_input": False, "thought": f"step {n}"}
+        )
+        response = {"id": f"chatcmpl-{n}", "choices": [{"message": {"content": REASONING}}],
+                    "usage": {"prompt_tokens": 3000 + n, "completion_tokens": 60}}  # fmt: skip
+        yield {
+            "id": action_id,
+            "timestamp": "2025-05-01T10:00:00",
+            "source": "agent",
+            "message": f"step {n}",
+            "action": "edit" if edit else "run",
+            "args": args,
+            "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": f"toolu_{n}",
+                                   "model_response": response, "total_calls_in_response": 1},
+        }  # fmt: skip
+        extras = (
+            {"path": f"/repo/m{n}.py", "old_content": FILE_TEXT, "new_content": FILE_TEXT}
+            if edit
+            else {"command": _command(n), "metadata": {"exit_code": n % 5 == 0, "pid": 1}}
+        )
+        yield {
+            "id": action_id + 1,
+            "timestamp": "2025-05-01T10:00:01",
+            "source": "environment",
+            "message": "done",
+            "cause": action_id,
+            "observation": "edit" if edit else "run",
+            "content": f"{OBSERVATION} {n}",
+            "extras": extras,
+        }
+
+
+def write_openhands_gui(out: IO[bytes], target: int) -> None:
+    out.write(b"[\n")
+    task = {"id": 0, "source": "user", "action": "message", "args": {"content": "fix it"}}
+    out.write(json.dumps(task).encode())
+    n = 0
+    while out.tell() < target:
+        for event in _openhands_events(n, 100):
+            out.write(b",\n" + json.dumps(event).encode())
+        n += 100
+    out.write(b"\n]\n")
+
+
+def write_openhands_eval(out: IO[bytes], target: int) -> None:
+    line = 0
+    while out.tell() < target:
+        events = list(_openhands_events(0, 300))  # ~16 MB a line
+        row = {
+            "instance_id": f"bench__{line}",
+            "instruction": "fix the handler",
+            "instance": {"problem_statement": FILE_TEXT * 10, "FAIL_TO_PASS": ["t"] * 100},
+            "metadata": {"agent_class": "CodeActAgent", "llm_config": {"model": "bench"}},
+            "history": events,
+            "metrics": {"accumulated_cost": 0.5, "costs": [{"cost": 0.001}] * 300},
+            "error": None,
+            "test_result": {"git_patch": FILE_TEXT},
+        }
+        out.write(json.dumps(row).encode() + b"\n")
+        line += 1
+
+
+def write_tree_root(out: IO[bytes], target: int) -> None:
+    out.write(b'{"type": "ThinkNode", "id": "root", "thought": "search", "children": [\n')
+    n = 0
+    while out.tell() < target:
+        node = {
+            "type": "ToolNode",
+            "id": f"n{n}",
+            "name": ("read_file", "grep")[n % 2],
+            "args": {"path": f"src/m{n}.py"},
+            "result": f"{RESULT} {n}",
+            "state": {"scratchpad": REASONING},  # a field the reader builds and drops
+            "children": [{"type": "ThinkNode", "thought": f"next {n}", "children": []}],
+        }
+        out.write((b",\n" if n else b"") + json.dumps(node).encode())
+        n += 1
+    out.write(b'\n], "status": "ok"}\n')
+
+
 WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "native": ("native", write_native),
     "chat": ("chat", lambda out, n: write_array(out, n, chat_run)),
@@ -225,21 +423,40 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "tree": ("tree", lambda out, n: write_array(out, n, tree_run)),
     "otlp-json": ("otlp", write_otlp_json),
     "otlp-pb": ("otlp", write_otlp_pb),
+    "swe-agent": ("swe-agent", write_swe_agent),
+    "mini-swe-agent": ("mini-swe-agent", write_mini_swe_agent),
+    "openhands-gui": ("openhands", write_openhands_gui),
+    "openhands-eval": ("openhands", write_openhands_eval),
+    "tree-root": ("tree", write_tree_root),
 }
 
 
 def measure(path: str, format: str) -> dict:
     """Parse one file (in this process) and return the figures."""
-    from runs.importers import iter_runs
+    from runs.importers import Limits, iter_runs
 
     start = time.perf_counter()
-    runs = steps = 0
-    for run in iter_runs(path, format=format):
+    runs = steps = kept = 0
+    for run in iter_runs(path, format=format, limits=Limits(max_bytes=1 << 40)):
         runs += 1
         steps += len(run.steps)
+        kept = max(kept, sum(_size(s.text) + _size(s.result) + _size(s.args) for s in run.steps))
     seconds = time.perf_counter() - start
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"runs": runs, "steps": steps, "seconds": seconds, "peak_mb": peak_kb / 1024}
+    return {
+        "runs": runs,
+        "steps": steps,
+        "seconds": seconds,
+        "peak_mb": peak_kb / 1024,
+        "kept_mb": kept / 1e6,
+    }
+
+
+def _size(value: object) -> int:
+    """The characters of a step's value (strings as they are, other JSON as text)."""
+    if value is None:
+        return 0
+    return len(value) if isinstance(value, str) else len(json.dumps(value))
 
 
 def main() -> None:
@@ -269,13 +486,14 @@ def main() -> None:
             rows.append((label, size, result))
             os.remove(path)
     print(
-        f"{'format':<10} {'MB':>7} {'runs':>7} {'steps':>9} {'s':>7} {'MB/s':>7} "
-        f"{'steps/s':>9} {'peak RSS MB':>12}"
+        f"{'format':<15} {'MB':>7} {'runs':>7} {'steps':>9} {'s':>7} {'MB/s':>7} "
+        f"{'steps/s':>9} {'peak RSS MB':>12} {'kept MB':>8}"
     )
     for label, size, r in rows:
         print(
-            f"{label:<10} {size:7.1f} {r['runs']:7d} {r['steps']:9d} {r['seconds']:7.2f} "
-            f"{size / r['seconds']:7.1f} {r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f}"
+            f"{label:<15} {size:7.1f} {r['runs']:7d} {r['steps']:9d} {r['seconds']:7.2f} "
+            f"{size / r['seconds']:7.1f} {r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f} "
+            f"{r['kept_mb']:8.1f}"
         )
 
 

@@ -35,6 +35,7 @@ that is not an object is skipped and counted.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -140,9 +141,13 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     )
     if task:
         run.steps.append(text_step("user", task, limits=limits))
+    positions: dict[str, list[int]] = {}  # action -> its assistant messages, in order
+    for position, (said, _) in enumerate(assistants):
+        positions.setdefault(said, []).append(position)
+    calls = [call for _, call in assistants]
     cursor = 0
     for action, entry_steps in steps:
-        call, cursor = _match_call(assistants, cursor, action)
+        call, cursor = _match_call(positions, calls, cursor, action)
         _apply_call(entry_steps[-1], call, limits)
         run.steps.extend(entry_steps)
     yield skips.apply(finish_run(run, source=source, limits=limits))
@@ -170,13 +175,15 @@ def _steps_for(entry: dict[str, Any], index: int, action: str, limits: Limits) -
 
 
 def _match_call(
-    assistants: list[tuple[str, dict[str, Any]]], cursor: int, action: str
+    positions: dict[str, list[int]], calls: list[dict[str, Any]], cursor: int, action: str
 ) -> tuple[dict[str, Any], int]:
-    """Return the call of the next assistant message whose action is this step's action."""
-    for position in range(cursor, len(assistants)):
-        if assistants[position][0] == action:
-            return assistants[position][1], position + 1
-    return {}, cursor
+    """Return the call of the next assistant message (at or after the cursor) whose action
+    is this step's action, and the new cursor; ({}, cursor) when none is."""
+    found = positions.get(action, [])
+    at = bisect_left(found, cursor)
+    if at == len(found):
+        return {}, cursor
+    return calls[found[at]], found[at] + 1
 
 
 def _apply_call(step: Step, call: dict[str, Any], limits: Limits) -> None:

@@ -90,6 +90,14 @@ RESULT_KEYS = ("result", "output", "observation")
 TEXT_KEYS = ("text", "thought", "content", "message", "name")
 WRAPPERS = ("root", "tree")
 ERROR_STATUS = {"error", "failed", "failure", "fail"}
+# every field node_step and the walk read: the streamed walk builds these and skips the rest
+TIME_KEYS = ("started_at", "start_time", "timestamp", "ts", "ended_at", "end_time")
+TOKEN_KEYS = ("tokens_in", "input_tokens", "prompt_tokens", "tokens_out", "output_tokens")
+NODE_FIELDS = frozenset(
+    (*TYPE_KEYS, *ARG_KEYS, *RESULT_KEYS, *TEXT_KEYS, *WRAPPERS, *TIME_KEYS, *TOKEN_KEYS)
+    + ("completion_tokens", "cost", "tool", "tool_name", "status", "error", "success", "id")
+    + ("run_id", "parent_id", "parent")
+)
 
 
 def _node_type(node: dict) -> str:
@@ -427,8 +435,10 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
             node.wrapper = True  # {"root": node}: the node is inside, the rest is skipped
             nodes.clear()
             open_node("0", None)
-        else:
+        elif key in NODE_FIELDS:
             node.fields[key] = build_value(event, value, events, None)
+        else:
+            skip_value(event, events)
     for _ in events:  # trailing content after the root is an error
         pass
     used: dict[str, int] = {}
