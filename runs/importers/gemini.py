@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -203,29 +204,33 @@ class _Stream:
 
     @staticmethod
     def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-        """Yield one run per session (`init`) in the file."""
+        """Yield one run per session (`init`) in the file, each as soon as it ends.
+
+        A run carries the lines skipped since the run before it (so lines before an `init`
+        count on the run that follows).
+        """
         reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
         session = _Session(limits)
-        runs: list[Run] = []
-        held = 0
+        count = 0
+
+        def done(run: Run) -> Run:
+            reader.skips.apply(run)
+            reader.skips.count, reader.skips.warnings = 0, []
+            return finish_run(run, source=source, limits=limits)
+
         for line, event in reader:
             if event.get("type") == "init" and session.started:
-                runs.append(session.run(source, len(runs)))
+                yield done(session.run(source, count))
+                count += 1
                 session = _Session(limits)
-            before = len(session.steps)
             session.event(event)
-            held += len(session.steps) - before
-            if held > limits.max_held_steps or len(session.steps) > limits.max_steps:
+            if len(session.steps) > limits.max_steps:
                 raise TooManySteps(
-                    f"more than {min(limits.max_held_steps, limits.max_steps)} steps",
-                    source=source,
-                    line=line,
+                    f"a session has more than {limits.max_steps} steps", source=source, line=line
                 )
         reader.check_not_empty()
         if session.started or session.steps:
-            runs.append(session.run(source, len(runs)))
-        for run in runs:
-            yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+            yield done(session.run(source, count))
 
 
 @dataclass
@@ -592,9 +597,8 @@ def _is_call_part(part: Any) -> bool:
 
 
 def _chat_call(call: dict[str, Any], default_id: str, limits: Limits) -> Step:
-    tool = str(call.get("name") or "")
     step = tool_step(
-        tool=tool,
+        tool=sys.intern(str(call.get("name") or "")[:200]),  # one copy of each name
         args=call.get("args"),
         limits=limits,
         id=_text_id(call.get("id")) or default_id,
@@ -735,7 +739,6 @@ class _Layout:
         self.tree = bool(recording.branches) or any(m.agents for m in every)
         self.ids: dict[str, int] = {}
         self.open: dict[str, list[Step]] = {}  # calls made in content parts, by call id
-        self.known: set[str] = set()  # the source ids of every call laid out
         self.agents: set[str] = set()
         self.live = live
 
@@ -749,8 +752,6 @@ class _Layout:
 
     def add(self, step: Step, parent: str | None) -> Step:
         if step.id is not None:
-            if step.kind == "tool_call":
-                self.known.add(step.id)
             count = self.ids.get(step.id, 0) + 1
             self.ids[step.id] = count
             if count > 1:
@@ -802,7 +803,7 @@ class _Layout:
         A result for a call that carries its own (a `toolCalls` entry) repeats it: left out.
         """
         for call_id, name, value, status in message.responses:
-            if call_id is not None and call_id in self.known and not self.open.get(call_id):
+            if call_id is not None and call_id in self.ids and not self.open.get(call_id):
                 continue
             waiting = self.open.get(call_id or "") or []
             if not waiting and call_id is None:

@@ -122,8 +122,9 @@ def test_stream_shell_exit_code_and_unregistered_tool():
 def test_invalid_line_is_skipped_and_counted():
     lines = STREAM.read_bytes().splitlines(keepends=True)
     data = b"".join(lines[:3]) + b"{not json\n" + b"".join(lines[3:])
-    first, _ = runs_of(data)
+    first, second = runs_of(data)
     assert first.skipped == 1 and first.warnings[0].startswith("x.txt:4:")
+    assert second.skipped == 0 and not second.warnings  # each run: the lines skipped in it
 
 
 @pytest.mark.parametrize(
