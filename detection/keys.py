@@ -359,9 +359,10 @@ _EXIT = re.compile(
     re.IGNORECASE,
 )
 _HTTP = re.compile(
-    r"\b(?:http(?:/[\d.]+)?|status(?:[ _]?code)?|response(?: code)?|error(?: code)?)"
+    r"\b(?:http(?:/[\d.]+)?|status(?:[ _]?code)?|response(?: code)?|error(?: code)?|code)"
     r"[\s:=#]*([45]\d\d)\b"
-    r"|\b([45]\d\d)[ \t]+(?:too many requests|forbidden|not found|unauthori[sz]ed|bad request"
+    r"|\b([45]\d\d)[ \t]+(?:(?:client|server) error|too many requests|forbidden|not found"
+    r"|unauthori[sz]ed|bad request"
     r"|internal server error|bad gateway|service unavailable|gateway time-?out|gone"
     r"|method not allowed|conflict|payment required|request time-?out)",
     re.IGNORECASE,
@@ -387,12 +388,13 @@ _ECHO_TOKEN = re.compile(r"[^\s'\"`=,;()\[\]{}<>|&]+")
 class Fault:
     """The fingerprint of one failure: its key, its own words, and whether it names a blocker."""
 
-    __slots__ = ("key", "line", "strong")
+    __slots__ = ("key", "line", "status", "strong")
 
-    def __init__(self, key: str, line: str, strong: bool) -> None:
+    def __init__(self, key: str, line: str, strong: bool, status: str = "") -> None:
         self.key = key  # the fingerprint: the same key is the same blocker
         self.line = line  # the first salient line as the tool wrote it (for messages)
         self.strong = strong  # an error line or an HTTP status: it says what failed
+        self.status = status  # the HTTP status it names, if any ("429")
 
     def __repr__(self) -> str:
         return f"Fault({self.key!r}, strong={self.strong})"
@@ -442,14 +444,14 @@ def _code(match: re.Match[str] | None) -> str:
 
 
 def _line_template(line: str, whole: set[str], tokens: set[str]) -> str:
-    line = _URL.sub(lambda m: "<url " + m.group(1).lower().removeprefix("www.") + ">", line)
-
     def quoted(match: re.Match[str]) -> str:
         inner = next((group for group in match.groups() if group is not None), "").strip()
-        if len(inner) > 40 or inner in whole or inner in tokens:
-            return "<q>"
+        if inner == "<arg>" or inner in whole or inner in tokens:
+            return "<arg>"
         if len(inner) >= 8 and any(inner in value for value in whole):
-            return "<q>"
+            return "<arg>"
+        if len(inner) > 40:
+            return "<q>"  # a snippet: what it quotes varies with the attempt
         return "'" + inner + "'"
 
     line = _QUOTED.sub(quoted, line)
@@ -477,7 +479,7 @@ def error_fault(result: Any, args: Any = None) -> Fault:
     exit_code = _code(_EXIT.search(text))
     status = _code(_HTTP.search(text))
     first = ""
-    for raw in text.splitlines():
+    for raw in text.split("\n"):
         line = raw.strip()
         hit = _SALIENT.search(line) or _EXCEPTION_LINE.match(line)
         if line and hit and not _EXIT.fullmatch(line):
@@ -486,11 +488,19 @@ def error_fault(result: Any, args: Any = None) -> Fault:
     whole: set[str] = set()
     tokens: set[str] = set()
     _echoes(args, whole, tokens)
+
+    def url(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found in whole or found.rstrip(".,;:)") in whole:
+            return "<arg>"
+        return "<url " + match.group(1).lower().removeprefix("www.") + ">"
+
+    text = _URL.sub(url, text)  # first: an echoed value must not cut a URL in two
     for value in sorted((v for v in whole if len(v) >= 4), key=len, reverse=True):
         if value in text:
             text = text.replace(value, "<arg>")
     salient: list[str] = []
-    for raw in text.splitlines():
+    for raw in text.split("\n"):
         line = raw.strip()
         if not line or _EXIT.fullmatch(line):
             continue
@@ -501,14 +511,14 @@ def error_fault(result: Any, args: Any = None) -> Fault:
             salient.append(shape)
     strong = bool(salient) or bool(status)
     if not salient:  # a weak failure: its first and last lines, for exact comparisons
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        lines = [line.strip() for line in text.split("\n") if line.strip()]
         first = first or (lines[0] if lines else "")
         salient = [_line_template(line, whole, tokens) for line in lines[:1] + lines[-1:]]
     elif len(salient) > 2 * FAULT_LINES:
         salient = salient[:FAULT_LINES] + salient[-FAULT_LINES:]
     body = " | ".join(salient)[:FAULT_MAX]
     key = f"exit={exit_code};http={status};{body}" if strong else f"weak;exit={exit_code};{body}"
-    return Fault(key, first[:300], strong)
+    return Fault(key, first[:300], strong, status)
 
 
 def error_fingerprint(result: Any, args: Any = None) -> str:

@@ -289,6 +289,7 @@ class Finding(models.Model):
     count = models.PositiveIntegerField(default=0)
     threshold = models.PositiveIntegerField(default=0)
     fired_at = models.PositiveIntegerField(default=0)  # the seq where it first crossed a threshold
+    started_at = models.PositiveIntegerField(null=True, blank=True)  # its first iteration's seq
     stop_at = models.PositiveIntegerField(null=True, blank=True)  # where it crossed stop
     rule = models.CharField(max_length=255, blank=True)  # the policy row that set the threshold
     message = models.TextField()

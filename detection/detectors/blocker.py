@@ -4,7 +4,8 @@ The agent varies what it tries (another ``old_str``, another build command, anot
 hits the same wall each time: no two calls are equal, so the repeat rule stays quiet, and
 the error texts differ in what they echo, so no result repeats either. What repeats is the
 error's fingerprint (``keys.error_fault``): failures of one tool with one fingerprint count
-against one blocker, and so do failures against one host from any tool.
+against one blocker, and so do failures against one host from any tool (with one HTTP
+status, or else one fingerprint).
 
 What a call acts on is its *target* (``call_target``): the file it edits or reads, the host
 it fetches from, the head of its shell command, or else the tool itself.
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..keys import canonical_path, digest
 from .base import Event, add_seq, short
+from .similarity import read_target
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -59,6 +61,14 @@ _PREFIXES = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "built
 #: Whole commands that only set up the next one (``cd build && make``: the head is make).
 _SETUP = frozenset({"cd", "pushd", "popd", "export", "source", ".", "set", "unset", "true"})
 _SEPARATORS = ("&&", "||", ";", "|", "\n")
+#: Commands that only read: naming a file, they do not change it.
+_READS = frozenset(
+    {
+        "cat", "head", "tail", "less", "more", "grep", "rg", "ag", "ls", "wc", "nl", "find",
+        "file", "stat", "diff", "tree", "which", "echo", "git diff", "git show", "git log",
+        "git status", "git blame", "git grep",
+    }
+)  # fmt: skip
 
 
 class Blocked:
@@ -138,10 +148,16 @@ def command_head(command: str) -> str:
         text = text.replace(separator, "&&")
     for part in text.split("&&"):
         words = part.split()
-        while words and (words[0] in _PREFIXES or ("=" in words[0] and words[0][0] != "=")):
-            words = words[1:]
-        if words and words[0] == "timeout" and len(words) > 1:
-            words = [word for word in words[1:] if not word[:1].isdigit() and word[:1] != "-"]
+        while words:
+            word = words[0]
+            if word in _PREFIXES or ("=" in word and word[0] != "=") or word.startswith("-"):
+                words = words[1:]
+            elif word == "timeout":
+                words = words[1:]
+                while words and (words[0].startswith("-") or words[0][:1].isdigit()):
+                    words = words[1:]
+            else:
+                break
         if not words or words[0] in _SETUP:
             continue
         head = posixpath.basename(words[0].strip("'\"")) or words[0]
@@ -170,8 +186,9 @@ def call_target(tool: str, args: Any) -> str:
     command = command_text(args)
     if command is not None:
         for word in command.split():
+            word = word.strip("'\"")
             if word.startswith(("http://", "https://")):
-                return "host:" + _host(word.strip("'\""))
+                return "host:" + _host(word)
         head = command_head(command)
         if head:
             return "cmd:" + head
@@ -243,8 +260,9 @@ class Blocker:
             return
         target = call_target(ev.tool, ev.args)
         self._fail(state, ev, "tool:" + ev.tool, target, fault.key, fault.line, out)
-        if target.startswith("host:"):
-            self._fail(state, ev, target, target, fault.key, fault.line, out)
+        if target.startswith("host:"):  # a host answers with a status, whoever asks
+            key = "http=" + fault.status if fault.status else fault.key
+            self._fail(state, ev, target, target, key, fault.line, out)
 
     def _fail(
         self, state: BlockerState, ev: Event, scope: str, target: str, key: str, line: str,
@@ -286,14 +304,20 @@ class Blocker:
         """A success re-arms what it is related to (see the module docstring)."""
         groups = state.groups
         target = call_target(ev.tool, ev.args)
+        if read_target(ev.tool, ev.args) is not None:
+            return  # a read of the file changes nothing
         faults = groups.get("tool:" + ev.tool)
-        if faults:
+        if faults:  # the tool went through on a target that failed (or it has no target)
             anything = target == "tool:" + ev.tool
             for key in [k for k, group in faults.items() if anything or target in group.targets]:
                 del faults[key]
         if target.startswith("host:"):
             groups.pop(target, None)
-        elif target.startswith("cmd:"):
+        elif ev.settings.mutating and target.startswith("file:"):  # an edit of a failing file
+            for faults in groups.values():
+                for key in [k for k, group in faults.items() if target in group.targets]:
+                    del faults[key]
+        elif ev.settings.mutating and target.startswith("cmd:") and target[4:] not in _READS:
             command = command_text(ev.args) or ""
             for faults in groups.values():
                 for key in [k for k, group in faults.items() if _names_a_file(command, group)]:

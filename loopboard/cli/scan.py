@@ -56,6 +56,15 @@ def _seqs(seqs: tuple[int, ...], limit: int = 12) -> str:
     return shown + (f", … ({len(seqs)} steps)" if len(seqs) > limit else "")
 
 
+def _since(finding: detection.Finding) -> str:
+    """Return where the loop started and stopped, when that is not where it fired."""
+    started = f", started at {finding.started_at}" if finding.started_at != finding.fired_at else ""
+    stopped = (
+        f", stop at {finding.stop_at}" if finding.stop_at not in (None, finding.fired_at) else ""
+    )
+    return started + stopped
+
+
 def _print_human(out: TextIO, source: str, run: detection.Run, result: detection.Analysis) -> None:
     label = run.id if os.path.basename(source) == run.id else f"{source} :: {run.id}"
     out.write(
@@ -68,7 +77,8 @@ def _print_human(out: TextIO, source: str, run: detection.Run, result: detection
     for finding in result.findings:
         out.write(
             f"  [{finding.severity}] {finding.detector} {finding.tool or ''} "
-            f"{finding.count}>={finding.threshold} ({finding.rule}) at step {finding.fired_at}; "
+            f"{finding.count}>={finding.threshold} ({finding.rule}) at step {finding.fired_at}"
+            f"{_since(finding)}; "
             f"steps {_seqs(finding.seqs)}\n"
         )
         out.write(f"      {finding.message}\n")
@@ -101,7 +111,9 @@ def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict
             {
                 **{key: getattr(finding, key) for key in FINDING_KEYS},
                 "seqs": list(finding.seqs),
+                "started_at": finding.started_at,
                 "fired_at": finding.fired_at,
+                "stop_at": finding.stop_at,
                 "rule": finding.rule,
                 "message": finding.message,
                 "waste": finding.waste.to_dict(),

@@ -81,6 +81,7 @@ class FindingOut(Schema):
     seqs: list[int]
     count: int
     threshold: int
+    started_at: int | None
     fired_at: int
     stop_at: int | None
     rule: str
@@ -212,6 +213,7 @@ class CheckFindingOut(Schema):
     count: int
     threshold: int
     seqs: list[int]
+    started_at: int | None
     rule: str
     message: str
 

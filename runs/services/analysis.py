@@ -202,6 +202,7 @@ def finding_row(run: Run, finding: detection.Finding) -> Finding:
         threshold=finding.threshold or 0,
         fired_at=finding.fired_at or 0,
         stop_at=finding.stop_at,
+        started_at=finding.started_at,
         rule=storage.clean_text((finding.rule or "")[:255]),
         message=storage.clean_text(finding.message),
         waste_steps=waste.steps if waste else 0,

@@ -44,6 +44,6 @@ def step_from_call(seq: int, call: dict[str, Any]) -> detection.Step:
         tool=call.get("tool"),
         args=call.get("args"),
         result=call.get("result"),
-        status="error" if call.get("status") == "error" else "ok",
+        status=call["status"] if call.get("status") in ("error", "invalid") else "ok",
         text=call.get("text") or call.get("content"),
     )

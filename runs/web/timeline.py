@@ -40,7 +40,8 @@ def hue(signature: str) -> int:
 
 @dataclass
 class Crossing:
-    """A threshold a finding crossed at one step (a warning, then maybe the stop)."""
+    """A threshold a finding crossed at one step (a warning, then maybe the stop), or the
+    step where its loop started (severity "start")."""
 
     finding: Finding
     severity: str
@@ -195,8 +196,11 @@ def build_window(
     lo = segments[0][1] if segments and segments[0][0] == "steps" else start
     hi = (more_from - 1) if more_from is not None else last_seq
     crossed: dict[int, list[Crossing]] = {}
-    near = Q(fired_at__range=(lo, hi)) | Q(stop_at__range=(lo, hi))
+    near = Q(fired_at__range=(lo, hi)) | Q(stop_at__range=(lo, hi)) | Q(started_at__range=(lo, hi))
     for finding in run.findings.filter(near):
+        start = finding.started_at
+        if start is not None and start != finding.fired_at and lo <= start <= hi:
+            crossed.setdefault(start, []).append(Crossing(finding, "start", start))
         for severity, seq in finding.crossings():
             if lo <= seq <= hi:
                 crossed.setdefault(seq, []).append(Crossing(finding, severity, seq))
