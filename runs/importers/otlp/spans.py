@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import zlib
 from collections.abc import Callable, Collection, Iterator
@@ -32,6 +33,7 @@ from typing import IO, Any
 
 from ..errors import TraceError
 from ..reading import json_depth_ok
+from .dialects import SESSION_KEYS, unwrap
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -39,7 +41,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
 ERROR_CODES = {2, "2", "STATUS_CODE_ERROR", "ERROR", "error", "Error"}
-SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
+SESSION_PREFIX = "s"  # a run buffer key for a session: never 32 hex digits like a trace id
 
 Rejected = Callable[[str], None]  # told why, once per span (or container) left out
 
@@ -452,11 +454,24 @@ def optional_text(value: Any) -> str | None:
 
 
 def _session(attrs: dict[str, Any], resource: dict[str, Any]) -> str | None:
+    """Return the first session key of the dialect table on the record, then its resource."""
     for source in (attrs, resource):
         for key in SESSION_KEYS:
-            if source.get(key) not in (None, ""):
-                return str(source[key])
+            value = unwrap(source.get(key))
+            if value not in (None, ""):
+                return str(value)
     return None
+
+
+def group_key(trace_id: str | None, session: str | None) -> str:
+    """Return the key the receiver buffers a span or log record under until its run is built:
+    its session's (32 characters: "s" and a digest of the session id, so any session id fits
+    and none reads as a trace id), else its trace id (a record with neither: "s" + the digest
+    of nothing, one run of loose records)."""
+    if session is None and trace_id is not None:
+        return trace_id
+    digest = hashlib.sha256((session or "").encode()).hexdigest()
+    return SESSION_PREFIX + digest[:31]
 
 
 def _json_span(obj: dict, ids: SpanIds, resource: dict[str, Any]) -> Span:

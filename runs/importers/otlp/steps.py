@@ -53,8 +53,12 @@ from ..reading import (
     head_values,
     iter_document,
     looks_like_jsonl,
+    partial_json,
     stream_head,
 )
+from . import logs as otlp_logs
+from .dialects import COMMON, DETAIL, LLM, TOOL, Dialect, classify, keys, unwrap
+from .logs import LogEvent, events_from_request, events_of_resource, is_logs_request
 from .spans import (
     Rejected,
     Span,
@@ -70,15 +74,17 @@ from .spans import (
 name = "otlp"
 label = "OpenTelemetry OTLP traces (JSON, JSONL, protobuf)"
 
-TOOL_OPS = {"execute_tool"}
-LLM_OPS = {"chat", "text_completion", "generate_content", "completion"}
-_OUTPUT_CALL_ID = re.compile(r"llm\.output_messages\.\d+\.message\.tool_calls\.\d+\.tool_call\.id")
 _OUTPUT_TEXT = re.compile(r"llm\.output_messages\.(\d+)\.message\.content")
+_COMPLETION_TEXT = re.compile(r"gen_ai\.completion\.(\d+)\.content")
+_INDEXED_CALL = re.compile(
+    r"(?:gen_ai\.completion|llm\.output_messages)\.(\d+)\.(?:message\.)?tool_calls\.(\d+)\.(.+)"
+)
 
 
 def sniff(head: bytes) -> bool:
-    """OTLP/JSON (`resourceSpans`), JSONL of requests or span records, or OTLP protobuf."""
-    if head[:1] == b"\x0a" and looks_like_protobuf(head):
+    """OTLP/JSON (`resourceSpans` / `resourceLogs`), JSONL of requests or span records, or
+    OTLP protobuf (kept for callers of the old interface; detection uses `claim`)."""
+    if head[:1] == b"\x0a" and (looks_like_protobuf(head) or otlp_logs.looks_like_protobuf(head)):
         return True
     values = head_values(head, max_lines=2)
     if not values:
@@ -86,20 +92,30 @@ def sniff(head: bytes) -> bool:
     first = values[0]
     if isinstance(first, list) and first:
         first = first[0]
-    return is_request(first) or is_span_record(first)
+    return is_request(first) or is_span_record(first) or is_logs_request(first)
+
+
+def _is_otlp(record: Any) -> bool:
+    return is_request(record) or is_span_record(record) or is_logs_request(record)
 
 
 def claim(sample: Sample) -> Claim:
-    """OTLP/JSON requests (`resourceSpans`), span records, or an OTLP protobuf request."""
+    """OTLP/JSON trace or logs requests (`resourceSpans` / `resourceLogs`), span records, or
+    an OTLP protobuf trace or logs request."""
     head = sample.head
     if head[:1] == b"\x0a" and looks_like_protobuf(head):
         return Claim(0.9, "an OTLP protobuf export request (resource spans)")
+    if head[:1] == b"\x0a" and otlp_logs.looks_like_protobuf(head):
+        return Claim(0.9, "an OTLP protobuf logs export request (resource logs)")
     records = sample.records
     if len(records) == 1 and isinstance(records[0], list):
         records = records[0][:200]
-    fit = share(records, lambda r: is_request(r) or is_span_record(r))
+    fit = share(records, _is_otlp)
     if not fit:
-        return Claim.no("no `resourceSpans` request and no span record (traceId, spanId, name)")
+        return Claim.no(
+            "no `resourceSpans` request, no `resourceLogs` request and no span record"
+            " (traceId, spanId, name)"
+        )
     return Claim(0.9 * fit, f"{fit:.0%} of the records are OTLP requests or span records")
 
 
@@ -107,13 +123,9 @@ def claim(sample: Sample) -> Claim:
 
 
 def _op(span: Span) -> str:
-    op = str(span.attrs.get("gen_ai.operation.name") or "").lower()
-    kind = str(span.attrs.get("openinference.span.kind") or "").upper()
-    if op in TOOL_OPS or kind in ("TOOL", "RETRIEVER"):
-        return "tool"
-    if op in LLM_OPS or kind == "LLM":
-        return "llm"
-    return "group"
+    """Return "tool", "llm" or "group" for a span (the dialect table's role, agent -> group)."""
+    role, _ = classify(span.name, span.attrs)
+    return role if role in (TOOL, LLM) else "group"
 
 
 def _int(value: Any) -> int | None:
@@ -124,10 +136,16 @@ def _int(value: Any) -> int | None:
 
 
 def _first(attrs: dict[str, Any], *keys: str) -> Any:
+    """Return the first of these attributes that is set (not None)."""
     for key in keys:
-        if attrs.get(key) is not None:
-            return attrs[key]
+        value = attrs.get(key)
+        if value is not None:
+            return value
     return None
+
+
+def _pick(attrs: dict[str, Any], dialect: Dialect, what: str) -> Any:
+    return _first(attrs, *keys(dialect, what))
 
 
 def _error_text(span: Span) -> str | None:
@@ -137,78 +155,220 @@ def _error_text(span: Span) -> str | None:
     return span.message or optional_text(span.attrs.get("error.type"))
 
 
+def _is_false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() == "false")
+
+
+def failure(attrs: dict[str, Any], dialect: Dialect, result: Any = None) -> str | None:
+    """Return why a span or event says it failed by the dialect's own flag, else None:
+    Langfuse level ERROR, Claude Code `success: false` / `error`, a Google ADK result object
+    {"error": ...} or {"status": "Failure"}."""
+    if dialect.level and str(unwrap(attrs.get(dialect.level)) or "").upper() == "ERROR":
+        return str(attrs.get(dialect.status_message) or "level ERROR")
+    error = _first(attrs, *dialect.error)
+    if dialect.success and _is_false(attrs.get(dialect.success)):
+        return str(error or "failed")
+    if error not in (None, "") and not _is_false(error):
+        return str(error)
+    if dialect.result_errors:
+        parsed = parse_json_text(result)
+        if isinstance(parsed, dict):
+            if parsed.get("error") not in (None, "", False):
+                return str(parsed["error"])
+            if str(parsed.get("status", "")).lower() in ("failure", "error", "failed"):
+                return str(parsed.get("message") or parsed["status"])
+    return None
+
+
+def _span_error(span: Span) -> bool:
+    return span.error or "error.type" in span.attrs or any(n == "exception" for n, _ in span.events)
+
+
+def arguments(value: Any) -> Any:
+    """Return a tool's arguments from what an attribute holds: JSON text parsed; a decorator's
+    `{"args": [], "kwargs": {...}}` (Traceloop, AgentOps) read as its keyword arguments."""
+    parsed = parse_json_text(value)
+    if (
+        isinstance(parsed, dict)
+        and set(parsed) <= {"args", "kwargs"}
+        and isinstance(parsed.get("kwargs"), dict)
+        and not parsed.get("args")
+    ):
+        return parsed["kwargs"]
+    return parsed
+
+
+def _tool_name(span: Span, dialect: Dialect) -> str:
+    tool = _pick(span.attrs, dialect, "tool")
+    if not tool:
+        tool = span.name
+        for prefix in keys(dialect, "strip"):
+            tool = tool.removeprefix(prefix)
+        tool = tool.removesuffix(".tool").strip()  # Traceloop: "<entity>.tool"
+    return str(unwrap(tool) or "(unknown)")[:200]
+
+
+def _tool_step(span: Span, step: Step, dialect: Dialect, limits: Limits) -> str | None:
+    attrs = span.attrs
+    step.kind = "tool_call"
+    step.tool = _tool_name(span, dialect)
+    step.args = clip_json(arguments(_pick(attrs, dialect, "args")), limits)
+    result = _pick(attrs, dialect, "result")
+    failed = failure(attrs, dialect, result)
+    error = _span_error(span) or failed is not None
+    if result is None and error:
+        result = _error_text(span) or failed
+    step.result = clip_json(result, limits)
+    step.status = "error" if error else "ok"
+    return optional_text(unwrap(_pick(attrs, dialect, "call_id")))
+
+
+_TEXT_KEYS = ("text", "content", "output", "completion", "response", "message", "messages",
+              "choices", "parts", "candidates")  # fmt: skip
+
+
+def text_of(value: Any, depth: int = 0) -> str | None:
+    """Return the text in a model output as the dialects write it: text (or JSON text), an
+    object with text/content/message/choices/parts, or a list of those."""
+    if depth > 6 or value is None:
+        return None
+    if isinstance(value, str):
+        parsed = parse_json_text(unwrap(value))
+        if isinstance(parsed, str):
+            return parsed if parsed.strip() else None
+        return text_of(parsed, depth + 1)
+    if isinstance(value, list):
+        pieces = [t for item in value[:100] if (t := text_of(item, depth + 1))]
+        return "\n".join(pieces) or None
+    if isinstance(value, dict):
+        if value.get("type") not in (None, "text", "output_text", "message"):
+            return None  # a tool_call / function_call part
+        for key in _TEXT_KEYS:
+            if key in value and (text := text_of(value[key], depth + 1)):
+                return text
+    return None
+
+
 def _output_parts(attrs: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
     """Yield the parts of this type in the `gen_ai.output.messages` of a model span."""
-    messages = parse_json_text(attrs.get("gen_ai.output.messages"))
+    yield from message_parts(attrs.get("gen_ai.output.messages"), kind)
+
+
+def message_parts(messages: Any, kind: str) -> Iterator[dict[str, Any]]:
+    """Yield the parts of this type in GenAI messages (`[{role, parts: [...]}]`, JSON text)."""
+    messages = parse_json_text(messages)
     for message in messages if isinstance(messages, list) else ():
         parts = message.get("parts") if isinstance(message, dict) else None
-        for part in parts or ():
+        for part in parts if isinstance(parts, list) else ():
             if isinstance(part, dict) and part.get("type") == kind:
                 yield part
 
 
-def _output_text(attrs: dict[str, Any]) -> str | None:
+def _indexed(attrs: dict[str, Any], pattern: re.Pattern[str]) -> list[str]:
+    found = sorted(
+        (int(m.group(1)), v)
+        for k, v in attrs.items()
+        if (m := pattern.fullmatch(k)) and isinstance(v, str)
+    )
+    return [v for _, v in found]
+
+
+def _output_text(attrs: dict[str, Any], dialect: Dialect = COMMON) -> str | None:
     pieces = [str(part.get("content", "")) for part in _output_parts(attrs, "text")]
     if not pieces:
-        indexed = sorted(
-            (int(m.group(1)), v)
-            for k, v in attrs.items()
-            if (m := _OUTPUT_TEXT.fullmatch(k)) and isinstance(v, str)
-        )
-        pieces = [v for _, v in indexed]
-    if not pieces and isinstance(attrs.get("gen_ai.completion"), str):
-        pieces = [attrs["gen_ai.completion"]]
+        pieces = _indexed(attrs, _OUTPUT_TEXT) or _indexed(attrs, _COMPLETION_TEXT)
+    if not pieces:
+        for key in keys(dialect, "output"):
+            if key != "gen_ai.output.messages" and (text := text_of(attrs.get(key))):
+                pieces = [text]
+                break
     return "\n".join(pieces) if pieces and any(p.strip() for p in pieces) else None
 
 
-def _output_call_ids(attrs: dict[str, Any]) -> list[str]:
-    ids = [str(v) for k, v in attrs.items() if _OUTPUT_CALL_ID.fullmatch(k)]
-    ids += [str(part["id"]) for part in _output_parts(attrs, "tool_call") if part.get("id")]
-    return ids
+def requested_calls(attrs: dict[str, Any], dialect: Dialect = COMMON) -> list[dict[str, Any]]:
+    """Return the tool calls a model span asked for, as {id, name, arguments}: GenAI output
+    tool_call parts, OpenInference and OpenLLMetry indexed keys (reassembled), the Vercel AI
+    SDK's `ai.response.toolCalls`, ADK's function_call parts."""
+    calls: list[dict[str, Any]] = [
+        {"id": p.get("id"), "name": p.get("name"), "arguments": p.get("arguments")}
+        for p in _output_parts(attrs, "tool_call")
+    ]
+    indexed: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if m := _INDEXED_CALL.fullmatch(key):
+            field = m.group(3).removeprefix("tool_call.").removeprefix("function.")
+            indexed.setdefault((int(m.group(1)), int(m.group(2))), {})[field] = value
+    calls += [indexed[k] for k in sorted(indexed)]
+    for key in dialect.calls:
+        listed = parse_json_text(attrs.get(key))
+        for call in listed if isinstance(listed, list) else ():
+            if isinstance(call, dict):
+                calls.append({
+                    "id": call.get("toolCallId", call.get("id")),
+                    "name": call.get("toolName", call.get("name")),
+                    "arguments": call.get("args", call.get("input")),
+                })  # fmt: skip
+    response = parse_json_text(attrs.get("gcp.vertex.agent.llm_response"))
+    content = response.get("content") if isinstance(response, dict) else None
+    parts = content.get("parts") if isinstance(content, dict) else None
+    for part in parts if isinstance(parts, list) else ():
+        call = part.get("function_call") if isinstance(part, dict) else None
+        if isinstance(call, dict):
+            calls.append(
+                {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("args")}
+            )
+    return [c for c in calls if c.get("id") or c.get("name")]
 
 
-def _tool_step(span: Span, step: Step, limits: Limits) -> str | None:
-    attrs = span.attrs
-    step.kind = "tool_call"
-    tool = _first(attrs, "gen_ai.tool.name", "tool.name", "tool_call.function.name")
-    if not tool:
-        tool = span.name.removeprefix("execute_tool ").strip() or "(unknown)"
-    step.tool = str(tool)[:200]
-    args = _first(
-        attrs, "gen_ai.tool.call.arguments", "tool_call.function.arguments", "input.value"
-    )
-    step.args = clip_json(parse_json_text(args), limits)
-    result = _first(attrs, "gen_ai.tool.call.result", "output.value")
-    error = span.error or "error.type" in attrs or any(n == "exception" for n, _ in span.events)
-    if result is None and error:
-        result = _error_text(span)
-    step.result = clip_json(result, limits)
-    step.status = "error" if error else "ok"
-    return optional_text(_first(attrs, "gen_ai.tool.call.id", "tool_call.id"))
+def _output_call_ids(attrs: dict[str, Any], dialect: Dialect = COMMON) -> list[str]:
+    return [str(c["id"]) for c in requested_calls(attrs, dialect) if c.get("id")]
 
 
-def _llm_step(span: Span, step: Step, limits: Limits) -> None:
+def _usage(attrs: dict[str, Any], dialect: Dialect, *names: str) -> int | None:
+    for key in dialect.usage:
+        usage = parse_json_text(unwrap(attrs.get(key)))
+        if isinstance(usage, dict):
+            for name in names:
+                if (count := _int(usage.get(name))) is not None:
+                    return count
+    return None
+
+
+def _cost(value: Any) -> float | None:
+    value = parse_json_text(value)
+    if isinstance(value, dict):
+        value = value.get("total", value.get("total_cost"))
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _llm_step(span: Span, step: Step, dialect: Dialect, limits: Limits) -> None:
     attrs = span.attrs
     step.kind = "assistant"
-    step.text = clip_strings(_output_text(attrs), limits.max_value_chars)
-    step.tokens_in = _int(_first(attrs, "gen_ai.usage.input_tokens", "llm.token_count.prompt"))
-    step.tokens_out = _int(
-        _first(attrs, "gen_ai.usage.output_tokens", "llm.token_count.completion")
-    )
-    cost = attrs.get("llm.cost.total")
-    step.cost = (
-        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-    )
-    if span.error or "error.type" in attrs:
+    step.text = clip_strings(_output_text(attrs, dialect), limits.max_value_chars)
+    step.tokens_in = _int(_pick(attrs, dialect, "tokens_in"))
+    if step.tokens_in is None:
+        step.tokens_in = _usage(attrs, dialect, "input", "input_tokens", "prompt_tokens")
+    step.tokens_out = _int(_pick(attrs, dialect, "tokens_out"))
+    if step.tokens_out is None:
+        step.tokens_out = _usage(attrs, dialect, "output", "output_tokens", "completion_tokens")
+    step.cost = _cost(_pick(attrs, dialect, "cost"))
+    if _span_error(span) or failure(attrs, dialect) is not None:
         step.status = "error"
 
 
-def _group_step(span: Span, step: Step, limits: Limits, meta: dict[str, Any]) -> None:
+def _group_step(
+    span: Span, step: Step, dialect: Dialect, limits: Limits, meta: dict[str, Any]
+) -> None:
     step.text = clip_strings(span.name, limits.max_value_chars)
-    step.status = "error" if span.error else "ok"
-    agent = _first(span.attrs, "gen_ai.agent.name", "agent.name")
+    step.status = "error" if span.error or failure(span.attrs, dialect) else "ok"
+    agent = _pick(span.attrs, dialect, "agent")
     if agent:
-        meta.setdefault("agent", str(agent))
+        meta.setdefault("agent", str(unwrap(agent)))
     task = span.attrs.get("input.value")
     if isinstance(task, str) and task and parse_json_text(task) is task:
         meta.setdefault("task", clip_strings(task, 2000))
@@ -229,7 +389,9 @@ def _run_name(run: Run) -> str:
 
 
 class Collector:
-    """Gathers spans (from any number of requests) and builds the runs at the end."""
+    """Gathers spans and log records (from any number of requests) and builds the runs at
+    the end: log records join their span (by span id) or the run of their trace or session
+    (`placement.py`)."""
 
     def __init__(self, *, source: str, limits: Limits) -> None:
         self.source, self.limits = source, limits
@@ -238,9 +400,18 @@ class Collector:
         self.seen: dict[str, set[str]] = {}
         self.call_ids: dict[int, str] = {}  # id(step) -> tool call id, for batch ids
         self.issued: dict[str, str] = {}  # tool call id -> model span id that issued it
+        self.requested: dict[str, dict[str, Any]] = {}  # tool call id -> the model's request
         self.meta: dict[str, dict[str, Any]] = {}  # trace id -> metadata found on its spans
         self.warnings: dict[str, list[str]] = {}
-        self.held = 0  # spans kept so far, across traces
+        self.details: list[Span] = []  # spans that only say how their parent tool call went
+        self.logs: list[LogEvent] = []
+        self.dialects: dict[str, set[str]] = {}  # trace id -> dialects its spans were read by
+        self.held = 0  # spans and log records kept so far, across traces
+
+    def _hold(self) -> None:
+        self.held += 1
+        if self.held > self.limits.max_held_steps:
+            raise too_many_held(self.limits.max_held_steps, source=self.source)
 
     def add(self, span: Span) -> None:
         """Turn one span into a step of its trace."""
@@ -256,15 +427,24 @@ class Collector:
                 f"trace {span.trace_id} has more than {self.limits.max_steps} spans",
                 source=self.source,
             )
-        self.held += 1
-        if self.held > self.limits.max_held_steps:
-            raise too_many_held(self.limits.max_held_steps, source=self.source)
+        self._hold()
         seen.add(span.span_id)
         if span.session and span.trace_id not in self.trace_session:
             self.trace_session[span.trace_id] = span.session
-        steps.append(self._step(span))
+        role, dialect = classify(span.name, span.attrs)
+        if role == DETAIL:
+            self.details.append(span)
+            return
+        if dialect.name != COMMON.name:
+            self.dialects.setdefault(span.trace_id, set()).add(dialect.name)
+        steps.append(self._step(span, role, dialect))
 
-    def _step(self, span: Span) -> Step:
+    def add_log(self, event: LogEvent) -> None:
+        """Keep one log record; it is placed when the runs are built."""
+        self._hold()
+        self.logs.append(event)
+
+    def _step(self, span: Span, role: str, dialect: Dialect) -> Step:
         step = Step(
             seq=len(self.traces[span.trace_id]),
             kind="system",
@@ -273,38 +453,50 @@ class Collector:
             started_at=span.start,
             ended_at=span.end,
         )
-        op = _op(span)
         meta = self.meta.setdefault(span.trace_id, {})
-        if op == "tool":
-            call_id = _tool_step(span, step, self.limits)
+        if role == TOOL:
+            call_id = _tool_step(span, step, dialect, self.limits)
             if call_id:
                 self.call_ids[id(step)] = call_id
-        elif op == "llm":
-            _llm_step(span, step, self.limits)
-            for call_id in _output_call_ids(span.attrs):
-                self.issued.setdefault(call_id, span.span_id)
-            model = _first(
-                span.attrs, "gen_ai.response.model", "gen_ai.request.model", "llm.model_name"
-            )
+        elif role == LLM:
+            _llm_step(span, step, dialect, self.limits)
+            for call in requested_calls(span.attrs, dialect):
+                if call.get("id"):
+                    self.issued.setdefault(str(call["id"]), span.span_id)
+                    self.requested.setdefault(str(call["id"]), call)
+            model = _pick(span.attrs, dialect, "model")
             if model:
-                meta.setdefault("model", str(model))
+                meta.setdefault("model", str(unwrap(model)))
         else:
-            _group_step(span, step, self.limits, meta)
+            _group_step(span, step, dialect, self.limits, meta)
         return step
+
+    def run_key(self, trace_id: str) -> str:
+        """Return the id of the run a trace's steps go to: its session, else the trace id."""
+        return self.trace_session.get(trace_id, trace_id)
 
     def runs(self) -> list[Run]:
         """Return the runs: traces grouped by session, in order of first appearance."""
+        from . import placement
+
+        placement.fold_details(self)
+        placement.place_logs(self)
         runs: dict[str, Run] = {}
         for trace_id, steps in self.traces.items():
-            key = self.trace_session.get(trace_id, trace_id)
+            key = self.run_key(trace_id)
             run = runs.get(key)
             if run is None:
                 run = runs[key] = Run(id=key, format=name, metadata={"trace_ids": []})
                 if key != trace_id:
                     run.metadata["session_id"] = key
-            run.metadata["trace_ids"].append(trace_id)
+            if not trace_id.startswith(placement.LOOSE):
+                run.metadata["trace_ids"].append(trace_id)
             for meta_key, value in self.meta.get(trace_id, {}).items():
                 run.metadata.setdefault(meta_key, value)
+            dialects = self.dialects.get(trace_id)
+            if dialects:
+                known = run.metadata.setdefault("dialects", [])
+                known += sorted(d for d in dialects if d not in known)
             run.steps.extend(steps)
             run.warnings.extend(self.warnings.get(trace_id, []))
             if len(run.steps) > self.limits.max_steps:
@@ -312,18 +504,20 @@ class Collector:
                     f"run {key!r} has more than {self.limits.max_steps} steps", source=self.source
                 )
         for run in runs.values():
+            if not run.steps:
+                continue
             self._order(run)
             run.name = _run_name(run)
-        return list(runs.values())
+        return [run for run in runs.values() if run.steps]
 
     def _order(self, run: Run) -> None:
         last = float("-inf")
-        keys = []
+        keys_ = []
         for step in run.steps:
             if step.started_at is not None:
                 last = step.started_at
-            keys.append(last)
-        order = sorted(range(len(run.steps)), key=keys.__getitem__)
+            keys_.append(last)
+        order = sorted(range(len(run.steps)), key=keys_.__getitem__)
         run.steps = [run.steps[i] for i in order]
         latest_model: dict[str | None, str] = {}
         for seq, step in enumerate(run.steps):
@@ -353,23 +547,30 @@ def runs_from_request(
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the runs of one OTLP file (JSON, JSONL or protobuf); see the module docstring."""
+    """Yield the runs of one OTLP file (JSON, JSONL or protobuf; spans, log records or both);
+    see the module docstring."""
     head = stream_head(stream)
     if not head.strip():
         raise TraceError("empty file", source=source)
     collector = Collector(source=source, limits=limits)
     skips = Skips()
+    items: Iterator[Span | LogEvent]
     if head[:1] == b"\x0a" and looks_like_protobuf(head):
-        spans = _protobuf_spans(stream, source=source, skips=skips)
+        items = _protobuf_spans(stream, source=source, skips=skips)
+    elif head[:1] == b"\x0a" and otlp_logs.looks_like_protobuf(head):
+        items = _protobuf_events(stream, source=source, skips=skips)
     elif looks_like_jsonl(head):
-        spans = _jsonl_spans(stream, source=source, limits=limits, skips=skips)
+        items = _jsonl_items(stream, source=source, limits=limits, skips=skips)
     else:
-        spans = _document_spans(stream, head, source=source, limits=limits, skips=skips)
-    for span in spans:
-        collector.add(span)
+        items = _document_items(stream, head, source=source, limits=limits, skips=skips)
+    for item in items:
+        if isinstance(item, LogEvent):
+            collector.add_log(item)
+        else:
+            collector.add(item)
     runs = collector.runs()
     if not runs:
-        raise skips.first or TraceError("no spans in the file", source=source)
+        raise skips.first or TraceError("no spans or log records in the file", source=source)
     for run in runs:
         skips.apply(run)
     yield from runs
@@ -392,34 +593,57 @@ def _protobuf_spans(stream: IO[bytes], *, source: str, skips: Skips) -> Iterator
         )
 
 
-def _jsonl_spans(stream: IO[bytes], *, source: str, limits: Limits, skips: Skips) -> Iterator[Span]:
+def _protobuf_events(stream: IO[bytes], *, source: str, skips: Skips) -> Iterator[LogEvent]:
+    for index, resource_logs in enumerate(otlp_logs.iter_pb_resources(stream, source=source)):
+        where = f"resource_logs[{index}]"
+        yield from events_of_resource(
+            resource_logs, rejected=_skip_to(skips, source=source, where=where)
+        )
+
+
+def _items_of(value: Any, rejected: Rejected) -> Iterator[Span | LogEvent]:
+    if is_logs_request(value):
+        yield from events_from_request(value, rejected=rejected)
+    else:
+        yield from spans_from_request(value, rejected=rejected)
+
+
+def _jsonl_items(
+    stream: IO[bytes], *, source: str, limits: Limits, skips: Skips
+) -> Iterator[Span | LogEvent]:
     reader = JsonlReader(stream, source=source, limits=limits, skips=skips)
     for line, value in reader:
-        if not (is_request(value) or is_span_record(value)):
+        if not (is_request(value) or is_span_record(value) or is_logs_request(value)):
             reader.reject(
                 TraceError("not an OTLP request or span record", source=source, line=line)
             )
             continue
-        yield from spans_from_request(value, rejected=_skip_to(skips, source=source, line=line))
+        yield from _items_of(value, _skip_to(skips, source=source, line=line))
 
 
-def _document_spans(
+def _document_items(
     stream: IO[bytes], head: bytes, *, source: str, limits: Limits, skips: Skips
-) -> Iterator[Span]:
+) -> Iterator[Span | LogEvent]:
     values = head_values(head, max_lines=1)
     first = values[0] if values else None
     if isinstance(first, list):
         items = iter_document(stream, "item", source=source, limits=limits)
         for index, item in enumerate(items):
-            rejected = _skip_to(skips, source=source, where=f"[{index}]")
-            yield from spans_from_request(item, rejected=rejected)
+            yield from _items_of(item, _skip_to(skips, source=source, where=f"[{index}]"))
         return
-    key = (
-        "resource_spans"
-        if isinstance(first, dict) and "resource_spans" in first
-        else "resourceSpans"
-    )
-    items = iter_document(stream, f"{key}.item", source=source, limits=limits)
-    for index, resource_spans in enumerate(items):
-        rejected = _skip_to(skips, source=source, where=f"{key}[{index}]")
-        yield from spans_of_resource(resource_spans, rejected=rejected)
+    if not isinstance(first, dict):
+        first = partial_json(head)
+    found = [k for k in ("resourceSpans", "resource_spans", "resourceLogs", "resource_logs")
+             if isinstance(first, dict) and k in first]  # fmt: skip
+    if not found:
+        found = ["resourceLogs" if b'"resourceLogs"' in head[:4096] else "resourceSpans"]
+    for key in found:
+        if len(found) > 1:  # both signals in one document: read it once per signal
+            stream.seek(0)
+        items = iter_document(stream, f"{key}.item", source=source, limits=limits)
+        for index, resource in enumerate(items):
+            rejected = _skip_to(skips, source=source, where=f"{key}[{index}]")
+            if key in ("resourceLogs", "resource_logs"):
+                yield from events_of_resource(resource, rejected=rejected)
+            else:
+                yield from spans_of_resource(resource, rejected=rejected)
