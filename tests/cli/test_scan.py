@@ -117,3 +117,14 @@ def test_interpreters_get_ordinary_thresholds_unless_the_policy_says_mutating(ca
     policy.write_text("[tools.run_ipython]\nmutating = true\n")
     code, out, _ = run_scan(capsys, "--policy", policy, run)
     assert code == 1 and out.startswith("WARN") and "mutating_failure" in out, out
+
+
+def test_json_gives_where_each_loop_started_fired_and_stopped(capsys):
+    path = DATA / "cases" / "variant_fetches.jsonl"
+    code, out, _ = run_scan(capsys, "--json", path)
+    assert code == 1
+    (finding,) = json.loads(out)["findings"]
+    assert finding["detector"] == "blocker"
+    assert (finding["started_at"], finding["fired_at"], finding["stop_at"]) == (1, 5, 9)
+    code, out, _ = run_scan(capsys, path)
+    assert "at step 5, started at 1, stop at 9;" in out
