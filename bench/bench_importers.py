@@ -468,7 +468,12 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(*args.measure)))
         return
-    rows = []
+    print(
+        f"{'format':<15} {'MB':>7} {'runs':>7} {'steps':>9} {'s':>7} {'MB/s':>7} "
+        f"{'steps/s':>9} {'peak RSS MB':>12} {'kept MB':>8}",
+        flush=True,
+    )
+    failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for label in args.formats.split(","):
             format, writer = WRITERS[label]
@@ -480,21 +485,21 @@ def main() -> None:
                 [sys.executable, __file__, "--measure", path, format],
                 capture_output=True,
                 text=True,
-                check=True,
             )
-            result = json.loads(done.stdout)
-            rows.append((label, size, result))
             os.remove(path)
-    print(
-        f"{'format':<15} {'MB':>7} {'runs':>7} {'steps':>9} {'s':>7} {'MB/s':>7} "
-        f"{'steps/s':>9} {'peak RSS MB':>12} {'kept MB':>8}"
-    )
-    for label, size, r in rows:
-        print(
-            f"{label:<15} {size:7.1f} {r['runs']:7d} {r['steps']:9d} {r['seconds']:7.2f} "
-            f"{size / r['seconds']:7.1f} {r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f} "
-            f"{r['kept_mb']:8.1f}"
-        )
+            if done.returncode != 0:  # one format failing does not hide the others' figures
+                failed = True
+                last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+                print(f"{label:<15} {size:7.1f}  failed: {last}", flush=True)
+                continue
+            r = json.loads(done.stdout)
+            print(
+                f"{label:<15} {size:7.1f} {r['runs']:7d} {r['steps']:9d} {r['seconds']:7.2f} "
+                f"{size / r['seconds']:7.1f} {r['steps'] / r['seconds']:9.0f} "
+                f"{r['peak_mb']:12.0f} {r['kept_mb']:8.1f}",
+                flush=True,
+            )
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
