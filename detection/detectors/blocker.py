@@ -19,6 +19,8 @@ it fetches from, the head of its shell command, or else the tool itself.
   fails the same way is the same blocker still: a check failing the same way after every
   change is stuck.
 - Weak failures (no error line, no HTTP status: a grep that found nothing) name no blocker.
+- Calls issued together (one assistant message, one ``batch_id``) count once: none of them
+  was a retry after seeing another fail (a turn cut off with ten edits in it is no loop).
 
 Invalid turns (no valid action: ``status="invalid"``) count as failed calls; a streak of them
 is one blocker whatever their error texts say, and any valid call ends it.
@@ -74,9 +76,10 @@ _READS = frozenset(
 class Blocked:
     """The failures of one tool (or against one host) with one fingerprint."""
 
-    __slots__ = ("count", "epoch", "first_seq", "line", "seqs", "targets", "tools")
+    __slots__ = ("batch", "count", "epoch", "first_seq", "line", "seqs", "targets", "tools")
 
-    def __init__(self, seq: int, epoch: int, line: str) -> None:
+    def __init__(self, seq: int, epoch: int, line: str, batch: Any = None) -> None:
+        self.batch: Any = batch  # the batch id of the last failure counted (None: no batch)
         self.count = 1
         self.first_seq = seq
         self.seqs = [seq]
@@ -86,7 +89,7 @@ class Blocked:
         self.tools: list[str] = []
 
     def copy(self) -> Blocked:
-        twin = Blocked(self.first_seq, self.epoch, self.line)
+        twin = Blocked(self.first_seq, self.epoch, self.line, self.batch)
         twin.count, twin.seqs = self.count, list(self.seqs)
         twin.targets, twin.tools = list(self.targets), list(self.tools)
         return twin
@@ -281,9 +284,13 @@ class Blocker:
         if group is None:
             if len(faults) >= MAX_FAULTS:
                 del faults[next(iter(faults))]
-            group = faults[key] = Blocked(ev.seq, ev.epoch, line)
+            group = faults[key] = Blocked(ev.seq, ev.epoch, line, ev.batch_id)
             group.add(target, ev.tool)
             return
+        if ev.batch_id is not None and ev.batch_id == group.batch:
+            group.add(target, ev.tool)  # issued with the last one, not a retry after it
+            return
+        group.batch = ev.batch_id
         group.count += 1
         group.epoch = ev.epoch
         group.line = line

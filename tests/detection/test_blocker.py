@@ -279,3 +279,17 @@ def test_a_related_fix_always_rearms(chunks):
             failed_edit(trace, "/r/app.py", "v:" + old)
         trace.call("Edit", {"file_path": "/r/app.py", "old_string": "x", "new_string": "y"}, "ok")
     assert "blocker" not in detectors(analyze(trace.steps))
+
+
+def test_calls_issued_together_are_not_retries_of_each_other():
+    trace = Trace()
+    for index in range(6):
+        args = {"path": "/r/app.py", "oldText": f"block {index}", "newText": "x"}
+        trace.call("edit", args, "[not run: the turn ended with an error]", "error", batch_id="m1")
+    assert analyze(trace.steps).verdict == "ok"
+    for index in range(3):
+        args = {"path": "/r/app.py", "oldText": f"again {index}", "newText": "x"}
+        trace.call(
+            "edit", args, "[not run: the turn ended with an error]", "error", batch_id=f"n{index}"
+        )
+    assert "blocker" in detectors(analyze(trace.steps))
