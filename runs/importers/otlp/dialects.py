@@ -10,7 +10,8 @@ exact span name (`names`), by a span-name prefix (`prefixes`) or by a marker att
 presence alone says "tool" (`marker`, Pydantic AI's `gen_ai.tool.name`); `requires` limits a
 dialect to spans carrying one of its own attributes (Google ADK's `gcp.vertex.agent.*`). The
 first dialect that says "tool", "llm" or "detail" wins; a dialect that only says "agent" or
-"group" (Langfuse `span`, Traceloop `task`) is kept unless a later one knows better.
+"group" (Langfuse `span`, Traceloop `task`) is kept unless a later one knows better, except
+for a `final` dialect (OpenLIT's span names: `coding_agent.tool.requested` is no call).
 
 Roles: "tool" (a tool_call step), "llm" (an assistant step), "agent" (a system step that names
 the agent), "group" (a system step), "detail" (a child span of a tool span that only says how
@@ -62,6 +63,7 @@ class Dialect:
     error: tuple[str, ...] = ()  # the error text of a failure
     result_errors: bool = False  # a result object {"error": ...} / {"status": "Failure"} fails
     strip: tuple[str, ...] = ()  # span-name prefixes cut off to name a tool
+    final: bool = False  # its word on a span it knows is the last, even "group"
 
 
 COMMON = Dialect(
@@ -142,6 +144,7 @@ DIALECTS: tuple[Dialect, ...] = (
         },
         args=("gen_ai.tool.call.arguments", "gen_ai.tool.args"),
         session=("coding_agent.session.id",),
+        final=True,  # tool.requested names a gen_ai.tool.name but is no call
     ),
     Dialect(  # Google ADK (tracer gcp.vertex.agent); older releases write no operation name
         name="google_adk",
@@ -302,7 +305,7 @@ def classify(name: str, attrs: dict[str, Any]) -> tuple[str, Dialect]:
     weak: tuple[str, Dialect] | None = None
     for dialect in DIALECTS:
         role = role_in(dialect, name, attrs)
-        if role in STRONG:
+        if role in STRONG or (role is not None and dialect.final):
             return role, dialect
         if role is not None and weak is None:
             weak = (role, dialect)

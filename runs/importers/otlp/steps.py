@@ -520,13 +520,18 @@ class Collector:
         order = sorted(range(len(run.steps)), key=keys_.__getitem__)
         run.steps = [run.steps[i] for i in order]
         latest_model: dict[str | None, str] = {}
+        models = {step.id for step in run.steps if step.kind == "assistant" and step.id}
         for seq, step in enumerate(run.steps):
             step.seq = seq
             if step.kind == "assistant" and step.id:
                 latest_model[step.parent_id] = step.id
             elif step.kind == "tool_call":
                 call_id = self.call_ids.get(id(step))
-                step.batch_id = self.issued.get(call_id or "") or latest_model.get(step.parent_id)
+                step.batch_id = (
+                    self.issued.get(call_id or "")
+                    or (step.parent_id if step.parent_id in models else None)  # Vercel AI SDK
+                    or latest_model.get(step.parent_id)
+                )
 
 
 def runs_from_request(
