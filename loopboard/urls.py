@@ -1,4 +1,4 @@
-"""The site's URLs: health check, login, admin, the JSON API, the OTLP receiver, the pages."""
+"""The site's URLs: health check, login, admin, the JSON API, the OTLP receivers (traces, logs), the pages."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -15,5 +15,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("v1/traces", otlp_http.receive_traces, name="otlp_traces"),
+    path("v1/logs", otlp_http.receive_logs, name="otlp_logs"),
     path("", include("runs.urls")),
 ]

@@ -1,13 +1,17 @@
-"""`POST /v1/traces`: the OTLP/HTTP trace receiver, answering as the OTLP specification says.
+"""`POST /v1/traces` and `POST /v1/logs`: the OTLP/HTTP trace and logs receivers, answering as
+the OTLP specification says, with the same key, limits and answers.
 
-Success is `200` with an `ExportTraceServiceResponse` in the request's encoding (with
-`partial_success.rejected_spans` and `error_message` when some spans were invalid). Failures
+Success is `200` with an `ExportTraceServiceResponse` (`ExportLogsServiceResponse`) in the
+request's encoding (with `partial_success.rejected_spans` (`rejected_log_records`) and
+`error_message` when some spans (log records) were invalid). Failures
 carry a `google.rpc.Status` in the request's encoding: 400 undecodable, 401 no/unknown key,
 403 revoked key, 405 not POST, 413 too large, 415 unsupported content type, 429 rate limited
 (with Retry-After).
 
-The body is decoded by `runs.importers.otlp.spans` (the decoder the OTLP file importer uses,
-so both take and reject the same spans) and buffered by `runs.services.otlp.store_request`.
+The body is decoded by `runs.importers.otlp.spans` / `.logs` (the decoders the OTLP file
+importer uses, so both take and reject the same spans and records) and buffered by
+`runs.services.otlp.store_request`; log records join the runs of their spans (by trace id) or
+of their session.
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.json_format import MessageToJson
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from ..importers.otlp import spans
+from ..importers.otlp import logs, spans
 from ..models import ApiKey
 from ..services.otlp import store_large_request, store_request
 from . import auth, ratelimit
@@ -77,7 +82,7 @@ def _body_limits() -> spans.BodyLimits:
     return spans.BodyLimits(settings.LOOPBOARD_OTLP_INLINE_BYTES, settings.LOOPBOARD_MAX_JSON_DEPTH)
 
 
-def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest | None]:
+def _read(request: HttpRequest, signal: str = "traces") -> tuple[bytes, spans.ExportRequest | None]:
     """Return the body and its decoded export request, or raise OtlpError: the content type is
     checked before the body is read, the body's size before it is decoded.
 
@@ -92,8 +97,9 @@ def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest | None]:
             f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
         )
     content_encoding = request.META.get("HTTP_CONTENT_ENCODING", "")
+    reader = logs.read_request if signal == "logs" else spans.read_request
     try:
-        export = spans.read_request(body, content_type, content_encoding, limits=_body_limits())
+        export = reader(body, content_type, content_encoding, limits=_body_limits())
     except spans.BodyTooLarge:
         return body, None
     return body, export
@@ -102,29 +108,44 @@ def _read(request: HttpRequest) -> tuple[bytes, spans.ExportRequest | None]:
 @csrf_exempt
 def receive_traces(request: HttpRequest) -> HttpResponse:
     """Take one OTLP/HTTP trace export request for the project of the Bearer key."""
+    return _receive(request, "traces")
+
+
+@csrf_exempt
+def receive_logs(request: HttpRequest) -> HttpResponse:
+    """Take one OTLP/HTTP logs export request for the project of the Bearer key."""
+    return _receive(request, "logs")
+
+
+def _receive(request: HttpRequest, signal: str) -> HttpResponse:
     encoding = _encoding_for_reply(request)
     if request.method != "POST":
         return _error("use POST", 405, encoding, Allow="POST")
     try:
         key = auth.authenticate_request(request)
-        key.require(ApiKey.Scope.INGEST, "sending traces")
+        key.require(ApiKey.Scope.INGEST, "sending traces" if signal == "traces" else "sending logs")
     except auth.AuthError as exc:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         return _error(exc.message, exc.status, encoding, **headers)
     except ratelimit.RateLimited as exc:
         return _error(str(exc), 429, encoding, **{"Retry-After": str(exc.retry_after)})
     try:
-        body, export = _read(request)
+        body, export = _read(request, signal)
     except spans.OtlpError as exc:
         return _error(exc.message, exc.status, encoding)
-    reply = ExportTraceServiceResponse()
-    if export is None:  # kept whole; the worker imports it (rejected spans are not known yet)
+    reply = ExportLogsServiceResponse() if signal == "logs" else ExportTraceServiceResponse()
+    if export is None:  # kept whole; the worker imports it (rejected ones are not known yet)
         store_large_request(key.project, body)
         return _reply(reply, encoding)
-    store_request(key.project, body, export)
+    store_request(key.project, body, export, signal=signal)
     if export.rejected:
-        reply.partial_success.rejected_spans = export.rejected
+        if signal == "logs":
+            reply.partial_success.rejected_log_records = export.rejected
+            what = "log record(s)"
+        else:
+            reply.partial_success.rejected_spans = export.rejected
+            what = "span(s)"
         reply.partial_success.error_message = (
-            f"{export.rejected} span(s) rejected: {export.error_message}"
+            f"{export.rejected} {what} rejected: {export.error_message}"
         )
     return _reply(reply, encoding)

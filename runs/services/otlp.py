@@ -1,4 +1,5 @@
-"""OTLP/HTTP after decoding: buffer the spans of each request, assemble them into runs.
+"""OTLP/HTTP after decoding: buffer the spans and log records of each request, assemble
+them into runs.
 
 Decoding is the OTLP importer's (`runs.importers.otlp`): the receiver reads a request with
 its `read_request`, and the assembly reads stored requests back with `decode_body` and turns
@@ -6,8 +7,14 @@ the spans of one trace id, from every request that brought some, into a run with
 importer `Collector`.
 
 Every request's bytes are kept whole as a `Trace` (source "otlp", declared format
-"otlp-proto" or "otlp-json"); an `OtlpSpanGroup` row per (request, OTLP trace id) says which
-trace ids it holds and whether the root span is among them. A worker task assembles the spans
+"otlp-proto" or "otlp-json" for traces, "otlp-logs-proto" or "otlp-logs-json" for logs); an
+`OtlpSpanGroup` row per (request, run buffer key) says which keys it holds and whether a root
+span is among them. The key (`spans.group_key`, kept in the row's `trace_id` column) is the
+session's when a span or log record names one (`session.id` and the dialects' session
+attributes; every span of a trace in one request goes where any of them says), else the OTLP
+trace id: so the traces of one session, and the log records that carry only its `session.id`
+(Claude Code's events), are one run. A log record with a trace id but no session joins that
+trace id's key (it does not find a session its spans named). A worker task assembles the spans
 of a trace id into one run: a short grace period after its root span arrived (so spans of the
 same trace still in flight on another connection join), or after a quiet period without new
 spans when the root never comes. Spans that arrive after the run was assembled rebuild it in
@@ -37,16 +44,21 @@ from ..importers.otlp import (
     BodyLimits,
     Collector,
     ExportRequest,
+    LogEvent,
     Span,
     decode_body,
+    logs,
+    span_keys,
     spans_from_request,
 )
+from ..importers.otlp.spans import SESSION_PREFIX
 from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
 from . import ingest, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
+Item = Span | LogEvent
 
 
 class GroupRow(NamedTuple):
@@ -68,7 +80,11 @@ class StoredRequest(NamedTuple):
 
     @property
     def encoding(self) -> str:
-        return "json" if self.declared_format == "otlp-json" else "proto"
+        return "json" if self.declared_format.endswith("-json") else "proto"
+
+    @property
+    def signal(self) -> str:
+        return "logs" if self.declared_format.startswith("otlp-logs-") else "traces"
 
 
 @dataclass(slots=True)
@@ -87,9 +103,10 @@ def _body_limits() -> BodyLimits:
 
 # -- receiving --------------------------------------------------------------------------------
 def store_request(
-    project: Project, body: bytes, export: ExportRequest, *, name: str = ""
+    project: Project, body: bytes, export: ExportRequest, *, name: str = "", signal: str = "traces"
 ) -> Trace | None:
-    """Keep the request bytes as a Trace and buffer its spans; queue their assembly.
+    """Keep the request bytes as a Trace and buffer its spans (or, signal "logs", its log
+    records); queue their assembly.
 
     Returns the trace, or None for a request without a single span. A request whose spans
     were all rejected is kept too, failed, with the reasons. A request sent twice (an
@@ -98,10 +115,11 @@ def store_request(
     if not export.groups and not export.rejected:
         return None
     now = timezone.now()
-    trace = _request_trace(project, body, export, name=name, now=now)
+    trace = _request_trace(project, body, export, name=name, now=now, signal=signal)
     if not export.groups:
         trace.status = Trace.Status.FAILED
-        trace.error = storage.clean_text(f"every span was rejected: {export.error_message}")
+        what = "log record" if signal == "logs" else "span"
+        trace.error = storage.clean_text(f"every {what} was rejected: {export.error_message}")
     with transaction.atomic():
         if not _insert_raw(trace):
             return Trace.objects.get(project=project, sha256=trace.sha256)
@@ -140,17 +158,24 @@ def _request_name(now: datetime) -> str:
 
 
 def _request_trace(
-    project: Project, body: bytes, export: ExportRequest, *, name: str, now: datetime
+    project: Project,
+    body: bytes,
+    export: ExportRequest,
+    *,
+    name: str,
+    now: datetime,
+    signal: str = "traces",
 ) -> Trace:
     """Return the (unsaved) Trace that keeps one request's bytes."""
+    declared = f"otlp-logs-{export.encoding}" if signal == "logs" else f"otlp-{export.encoding}"
     return Trace(
         project=project,
         sha256=hashlib.sha256(body).hexdigest(),
         name=name or _request_name(now),
         size=len(body),
         raw=body,
-        declared_format=f"otlp-{export.encoding}",
-        format=f"otlp-{export.encoding}",
+        declared_format=declared,
+        format=declared,
         # Not "received"/"parsing": requeue_stale must not hand it to the importers.
         status=Trace.Status.ANALYZING,
         source=Trace.Source.OTLP,
@@ -224,7 +249,7 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
     if not trace_ids:
         return []
     policy, _warning = policy_service.engine_policy_or_default(project)
-    decoded: dict[int, dict[str, list[Span]]] = {}
+    decoded: dict[int, dict[str, list[Item]]] = {}
     run_ids: list[int] = []
     wanted = set(trace_ids)
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
@@ -303,7 +328,7 @@ def _lock(project_id: int, trace_ids: list[str]) -> None:
 def _assemble_chunk(
     project: Project,
     trace_ids: list[str],
-    decoded: dict[int, dict[str, list[Span]]],
+    decoded: dict[int, dict[str, list[Item]]],
     policy: detection.Policy,
     wanted: set[str],
 ) -> list[int]:
@@ -317,7 +342,7 @@ def _assemble_chunk(
             return []  # another task did them
         missing = sorted({row.request_id for t in todo for row in groups[t]} - decoded.keys())
         for request in _raw_requests(missing):
-            decoded[request.pk] = _spans_by_trace(request, wanted)
+            decoded[request.pk] = _items_by_key(request, wanted)
         assembly = _build_runs(todo, groups, decoded)
         stored = ingest.store_runs(project, assembly.entries, policy, analyze=True)
         marks = [
@@ -343,7 +368,7 @@ def _group_rows(project: Project, trace_ids: list[str]) -> dict[str, list[GroupR
 
 
 def _build_runs(
-    todo: list[str], groups: dict[str, list[GroupRow]], decoded: dict[int, dict[str, list[Span]]]
+    todo: list[str], groups: dict[str, list[GroupRow]], decoded: dict[int, dict[str, list[Item]]]
 ) -> Assembly:
     """Return the run of each trace id from its decoded spans, with the rows it came from."""
     assembly = Assembly()
@@ -387,22 +412,34 @@ def _raw_requests(trace_ids: list[int]) -> list[StoredRequest]:
         return [StoredRequest(pk, bytes(raw), fmt) for pk, raw, fmt in cursor.fetchall()]
 
 
-def _spans_by_trace(request: StoredRequest, wanted: set[str]) -> dict[str, list[Span]]:
-    """Decode one stored request once; return its valid spans of the wanted OTLP trace ids,
-    by trace id, in order (the spans of other trace ids are not converted)."""
+def _items_by_key(request: StoredRequest, wanted: set[str]) -> dict[str, list[Item]]:
+    """Decode one stored request once; return its valid spans (or log records) of the wanted
+    run buffer keys, by key, in order (the spans of other keys are not converted). The keys
+    are found as the receiver found them (`span_keys`, `LogEvent.key`)."""
+    out: dict[str, list[Item]] = {}
+    if request.signal == "logs":
+        data = logs.decode_body(request.raw, request.encoding, limits=_body_limits())
+        for event in logs.events_from_request(data, keys=wanted):
+            out.setdefault(event.key, []).append(event)
+        return out
     decoded = decode_body(request.raw, request.encoding, limits=_body_limits())
-    out: dict[str, list[Span]] = {}
-    for span in spans_from_request(decoded, traces=wanted):
-        out.setdefault(span.trace_id, []).append(span)
+    keys = span_keys(decoded)
+    traces = {trace_id for trace_id, key in keys.items() if key in wanted}
+    for span in spans_from_request(decoded, traces=traces):
+        out.setdefault(keys[span.trace_id], []).append(span)
     return out
 
 
-def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection.Run | None:
-    """Return the run of one OTLP trace id from its spans (None if it cannot be built)."""
+def _run_of(trace_id: str, items: list[Item], rows: list[GroupRow]) -> detection.Run | None:
+    """Return the run of one run buffer key (an OTLP trace id or a session's key) from its
+    spans and log records (None if it cannot be built)."""
     collector = Collector(source=f"otlp:{trace_id}", limits=Limits())
     try:
-        for span in spans:
-            collector.add(span)
+        for item in items:
+            if isinstance(item, LogEvent):
+                collector.add_log(item)
+            else:
+                collector.add(item)
         runs = collector.runs()
     except TraceError as exc:
         log.warning("OTLP trace %s cannot be assembled: %s", trace_id, exc)
@@ -410,8 +447,9 @@ def _run_of(trace_id: str, spans: list[Span], rows: list[GroupRow]) -> detection
         return None
     if not runs:
         return None
-    parsed = runs[0]
-    parsed.id = trace_id
+    parsed = max(runs, key=lambda run: len(run.steps))  # one, unless a trace changed session
+    if not (trace_id.startswith(SESSION_PREFIX) and parsed.metadata.get("session_id")):
+        parsed.id = trace_id
     return parsed
 
 

@@ -41,6 +41,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 TRACE_ID_BYTES = 16
 SPAN_ID_BYTES = 8
 ERROR_CODES = {2, "2", "STATUS_CODE_ERROR", "ERROR", "error", "Error"}
+_SESSION_SET = frozenset(SESSION_KEYS)
 SESSION_PREFIX = "s"  # a run buffer key for a session: never 32 hex digits like a trace id
 
 Rejected = Callable[[str], None]  # told why, once per span (or container) left out
@@ -115,11 +116,12 @@ class ExportRequest:
     rejected: int = 0
     errors: list[str] = field(default_factory=list)  # the distinct reasons, in order
 
-    def add(self, ids: SpanIds) -> None:
-        """Count one valid span in its trace's group."""
-        group = self.groups.get(ids.trace_id)
+    def add(self, ids: SpanIds, key: str | None = None) -> None:
+        """Count one valid span in its group (its run buffer key: `group_key`)."""
+        key = key or ids.trace_id
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[ids.trace_id] = SpanGroup()
+            group = self.groups[key] = SpanGroup()
         group.spans += 1
         group.has_root = group.has_root or ids.parent_id is None
         self.accepted += 1
@@ -211,10 +213,53 @@ def read_request(
     encoding = encoding_of(content_type)
     request = decode_body(body, encoding, content_encoding, limits=limits)
     export = ExportRequest(encoding=encoding, request=request)
-    for resource_spans in resources_of(export.request):
-        for _span, ids in valid_spans(resource_spans, export.reject):
-            export.add(ids)
+    taken: list[SpanIds] = []
+    keys = span_keys(request, rejected=export.reject, taken=taken)
+    for ids in taken:
+        export.add(ids, keys[ids.trace_id])
     return export
+
+
+def span_keys(
+    request: Any, *, rejected: Rejected | None = None, taken: list[SpanIds] | None = None
+) -> dict[str, str]:
+    """Return the run buffer key (`group_key`) of each trace id in a request: the session of
+    its first span that names one (span attributes, then resource, as `Span.session`), else
+    the trace id. Reads ids and session attributes only; valid spans' ids go to `taken`."""
+    sessions: dict[str, str | None] = {}
+    for resource_spans in resources_of(request):
+        resource: dict[str, Any] | None = None
+        for raw, ids in valid_spans(resource_spans, rejected or _ignore):
+            if taken is not None:
+                taken.append(ids)
+            if sessions.get(ids.trace_id) is not None:
+                continue
+            if resource is None:
+                resource = _session_attributes(_resource_attributes(resource_spans))
+            attrs = _raw_session_attributes(raw)
+            session = _session(attrs, resource)
+            if session is None and isinstance(raw, dict):
+                session = optional_text(raw.get("session_id"))
+            sessions[ids.trace_id] = session
+    return {trace_id: group_key(trace_id, session) for trace_id, session in sessions.items()}
+
+
+def _session_attributes(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {key: attrs[key] for key in SESSION_KEYS if key in attrs}
+
+
+def _raw_session_attributes(span: Any) -> dict[str, Any]:
+    """Return the session attributes of a span as it came, without converting the others."""
+    if isinstance(span, dict):
+        raw = span.get("attributes")
+        if isinstance(raw, dict):
+            return {k: _any_value(v) for k, v in raw.items() if k in _SESSION_SET}
+        return {
+            item["key"]: _any_value(item.get("value"))
+            for item in (raw if isinstance(raw, list) else ())
+            if isinstance(item, dict) and item.get("key") in _SESSION_SET
+        }
+    return {kv.key: _pb_value(kv.value) for kv in span.attributes if kv.key in _SESSION_SET}
 
 
 def _pb_request(body: bytes) -> Any:
