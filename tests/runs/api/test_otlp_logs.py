@@ -249,3 +249,42 @@ def test_the_opentelemetry_log_exporter_against_the_live_receiver(live_server, k
     assert run.tool_call_count == 3
     results = list(run.steps.filter(kind="tool_call").values_list("result", flat=True))
     assert results == ["nothing"] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_requests_of_one_session_at_once_make_one_run(key, project):
+    """Both halves of a logs-only session arrive on two connections at the same moment; each
+    assembles inline (eager tasks) under the session key's advisory lock: one run, complete."""
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    data = json.loads((DATA / "otlp_claude_code_logs_only.json").read_text())
+    records = data["resourceLogs"][0]["scopeLogs"][0]["logRecords"][:8]  # the 8 valid ones
+    halves = []
+    for part in (records[::2], records[1::2]):
+        half = json.loads(json.dumps(data))
+        half["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = part
+        halves.append(json.dumps(half).encode())
+    start = threading.Barrier(2)
+    statuses: list[int] = []
+
+    def send(body: bytes) -> None:
+        try:
+            start.wait()
+            statuses.append(post(Client(), key, body, "application/json").status_code)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(body,)) for body in halves]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses == [200, 200]
+    (run,) = Run.objects.filter(project=project)
+    # whichever assembled last saw both requests: 4 tool calls (3 results, 1 rejection)
+    assert run.external_id == SESSION and run.tool_call_count == 4
+    assert OtlpSpanGroup.objects.filter(run=run).count() == 2
+    assert not OtlpSpanGroup.objects.filter(assembled=False).exists()
