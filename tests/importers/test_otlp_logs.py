@@ -205,3 +205,38 @@ def test_bad_logs_files():
     bad = {"resourceLogs": [{"scopeLogs": [{"logRecords": [{"traceId": "zz", "body": {}}, 7]}]}]}
     with pytest.raises(TraceError, match="invalid traceId"):
         list(iter_runs(json.dumps(bad).encode(), source="b.json", format="otlp"))
+
+
+def logs_doc(args: object, tool: str = "f") -> dict:
+    """A one-call logs-only file: one Claude Code tool_result event with these arguments."""
+    attrs = {"session.id": "s1", "event.name": "tool_result", "tool_name": tool,
+             "success": "true", "tool_parameters": json.dumps(args)}  # fmt: skip
+    record = {"timeUnixNano": "1", "body": {"stringValue": "claude_code.tool_result"},
+              "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}  # fmt: skip
+    return {"resourceLogs": [{"scopeLogs": [{"logRecords": [record]}]}]}
+
+
+def test_logs_files_hold_the_edge_cases():
+    from runs.importers.reading import Limits
+
+    data = json.dumps(logs_doc({"v": 1}), indent=1).encode()
+    with pytest.raises(TraceError) as info:  # truncated
+        list(iter_runs(data[:-8], source="t.json", format="otlp"))
+    assert info.value.line is not None and "truncated" in info.value.reason
+    with pytest.raises(TraceError, match="UTF"):
+        list(iter_runs(data.replace(b'f"', b'\xff"', 1), source="t.json", format="otlp"))
+    (run,) = iter_runs(
+        json.dumps(logs_doc({"v": "y" * 5000}, tool="x" * 500)).encode(),
+        source="t.json",
+        format="otlp",
+        limits=Limits(max_value_chars=100),
+    )
+    (call,) = (s for s in run.steps if s.kind == "tool_call")
+    assert call.args == {"v": "y" * 100 + "…[truncated 4900 chars]"} and call.tool == "x" * 200
+    value: object = "leaf"
+    for _ in range(30):
+        value = {"a": value}
+    (run,) = iter_runs(json.dumps(logs_doc(value)).encode(), source="t.json", format="otlp",
+                       limits=Limits(max_depth=20))  # fmt: skip
+    (call,) = (s for s in run.steps if s.kind == "tool_call")
+    assert "nested deeper than 20 levels, cut" in json.dumps(call.args, ensure_ascii=False)
