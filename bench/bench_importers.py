@@ -25,6 +25,19 @@ their large real files are: most of the bytes are what the format repeats, not t
   row `instance`, `metrics`, `test_result`);
 - tree: an array of ThinkNode roots with ToolNode children; tree-root: one root object
   whose ToolNode children each carry a large field the reader does not keep.
+
+Measured on the 2-core dev machine (2026-12-01), --mb 1024, each format alone:
+
+    format               MB    runs     steps       s    MB/s   steps/s  peak RSS MB  kept MB
+    swe-agent        1083.8       1     55747   39.23    27.6      1421          122     46.3
+    mini-swe-agent   1073.8       1     49321   24.26    44.3      2033           90     42.2
+    openhands-gui    1079.0       1     25801   39.69    27.2       650           74     29.0
+    openhands-eval   1085.9      57     25650   28.55    38.0       898          121      0.5
+    tree             1073.7   58489   2398049   35.33    30.4     67885           55      0.0
+    tree-root        1073.8       1     53503   16.33    65.7      3276           71      9.7
+
+Most of the time left is the depth guard's string scan (reading.DepthGuard) and the
+text-only error rules (text_errors.COMMON, ~1.8 ms per 1.6 KB result), not the parsing.
 """
 
 from __future__ import annotations
@@ -254,7 +267,7 @@ def write_swe_agent(out: IO[bytes], target: int) -> None:
     out.write(b'{"environment": "swe_main", "trajectory": [\n')
     window: list[dict] = []
     step = 0
-    while out.tell() < target * 0.8:
+    while out.tell() < target * 0.96:  # the history that follows is ~4% of the file
         action = _command(step)
         window.append({"role": "assistant", "content": f"thought {step}", "action": action})
         window.append({"role": "user", "content": f"{OBSERVATION} {step}"})
@@ -273,8 +286,6 @@ def write_swe_agent(out: IO[bytes], target: int) -> None:
     out.write(b'\n], "history": [\n{"role": "system", "content": "You are SWE-agent."},\n')
     out.write(json.dumps({"role": "user", "content": "fix the handler"}).encode())
     for index in range(step):
-        if out.tell() >= target:
-            break
         action = _command(index)
         message = {"role": "assistant", "content": f"thought {index}", "action": action}
         message["tool_calls"] = [
