@@ -101,13 +101,22 @@ class Blocked:
             self.tools.append(tool)
 
 
-class BlockerState:
-    """The blockers of one path: scope ("tool:X" or "host:h") -> fingerprint -> failures."""
+#: Host scopes are keyed by this prefix and the host (tool scopes by the bare tool name: no
+#: tool name starts with a NUL), so that a success looks its tool up without building a key.
+HOST = "\0host:"
 
-    __slots__ = ("groups", "invalid")
+
+class BlockerState:
+    """The blockers of one path: scope (a tool name, or HOST + a host) -> fingerprint ->
+    failures. Most calls succeed while nothing is failing, or while nothing a success could
+    re-arm is: ``hosts`` and ``files`` let them pass at once."""
+
+    __slots__ = ("files", "groups", "hosts", "invalid")
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[str, Blocked]] = {}
+        self.hosts = 0  # host scopes in groups
+        self.files = False  # some blocker failed on a file (an edit of it may re-arm it)
         self.invalid: Blocked | None = None  # the current streak of invalid turns
 
     def copy(self) -> BlockerState:
@@ -116,8 +125,22 @@ class BlockerState:
             scope: {key: group.copy() for key, group in faults.items()}
             for scope, faults in self.groups.items()
         }
+        twin.hosts, twin.files = self.hosts, self.files
         twin.invalid = self.invalid.copy() if self.invalid is not None else None
         return twin
+
+    def tidy(self) -> None:
+        """Drop empty scopes and recount what is left (after a success re-armed some)."""
+        groups = self.groups
+        for scope in [scope for scope, faults in groups.items() if not faults]:
+            del groups[scope]
+        self.hosts = sum(1 for scope in groups if scope.startswith(HOST))
+        self.files = any(
+            target.startswith("file:")
+            for faults in groups.values()
+            for group in faults.values()
+            for target in group.targets
+        )
 
 
 def _host(url: str) -> str:
@@ -262,10 +285,12 @@ class Blocker:
         if fault is None or not fault.strong:
             return
         target = call_target(ev.tool, ev.args)
-        self._fail(state, ev, "tool:" + ev.tool, target, fault.key, fault.line, out)
+        if target.startswith("file:"):
+            state.files = True
+        self._fail(state, ev, ev.tool, target, fault.key, fault.line, out)
         if target.startswith("host:"):  # a host answers with a status, whoever asks
             key = "http=" + fault.status if fault.status else fault.key
-            self._fail(state, ev, target, target, key, fault.line, out)
+            self._fail(state, ev, HOST + target[5:], target, key, fault.line, out)
 
     def _fail(
         self, state: BlockerState, ev: Event, scope: str, target: str, key: str, line: str,
@@ -276,7 +301,10 @@ class Blocker:
         if faults is None:
             if len(groups) >= MAX_SCOPES:
                 del groups[next(iter(groups))]
+                state.tidy()
             faults = groups[scope] = {}
+            if scope.startswith(HOST):
+                state.hosts += 1
         group = faults.get(key)
         stale = [k for k, other in faults.items() if k != key and other.epoch != ev.epoch]
         for old in stale:  # a change since, and now another failure: the change moved it
@@ -299,10 +327,11 @@ class Blocker:
         level = ev.settings.thresholds["blocker"].level(group.count)
         if level is None:
             return
-        host = scope[5:] if scope.startswith("host:") else ""
+        host = scope[len(HOST) :] if scope.startswith(HOST) else ""
+        where = "host:" + host if host else "tool:" + scope
         out.report(
             ("blocker", scope, key, group.first_seq), level, group.count, ev.tool,
-            f"blocker:{scope[:120]}:{digest(key)}", group.seqs, _blocker_message,
+            f"blocker:{where[:120]}:{digest(key)}", group.seqs, _blocker_message,
             (ev.tool, group.targets, group.tools, host, group.count, group.first_seq, line),
             True,
         )  # fmt: skip
@@ -310,27 +339,29 @@ class Blocker:
     def _success(self, state: BlockerState, ev: Event) -> None:
         """A success re-arms what it is related to (see the module docstring)."""
         groups = state.groups
-        target = call_target(ev.tool, ev.args)
+        faults = groups.get(ev.tool)
+        fixes = ev.settings.mutating and state.files
+        if faults is None and not state.hosts and not fixes:
+            return  # nothing this success could re-arm
         if read_target(ev.tool, ev.args) is not None:
             return  # a read of the file changes nothing
-        faults = groups.get("tool:" + ev.tool)
+        target = call_target(ev.tool, ev.args)
         if faults:  # the tool went through on a target that failed (or it has no target)
             anything = target == "tool:" + ev.tool
             for key in [k for k, group in faults.items() if anything or target in group.targets]:
                 del faults[key]
         if target.startswith("host:"):
-            groups.pop(target, None)
-        elif ev.settings.mutating and target.startswith("file:"):  # an edit of a failing file
+            groups.pop(HOST + target[5:], None)
+        elif fixes and target.startswith("file:"):  # an edit of a failing file
             for faults in groups.values():
                 for key in [k for k, group in faults.items() if target in group.targets]:
                     del faults[key]
-        elif ev.settings.mutating and target.startswith("cmd:") and target[4:] not in _READS:
+        elif fixes and target.startswith("cmd:") and target[4:] not in _READS:
             command = command_text(ev.args) or ""
             for faults in groups.values():
                 for key in [k for k, group in faults.items() if _names_a_file(command, group)]:
                     del faults[key]
-        for scope in [scope for scope, faults in groups.items() if not faults]:
-            del groups[scope]
+        state.tidy()
 
     def _invalid(self, state: BlockerState, ev: Event, out: Monitor) -> None:
         line = ev.result if isinstance(ev.result, str) else repr(ev.result)
@@ -355,11 +386,11 @@ class Blocker:
         if not state.groups:
             return out
         target = call_target(ev.tool, ev.args)
-        scopes = ["tool:" + ev.tool] + ([target] if target.startswith("host:") else [])
+        scopes = [ev.tool] + ([HOST + target[5:]] if target.startswith("host:") else [])
         threshold = ev.settings.thresholds["blocker"]
         for scope in scopes:
             for group in (state.groups.get(scope) or {}).values():
-                related = scope == target or target == "tool:" + ev.tool
+                related = scope != ev.tool or target == "tool:" + ev.tool
                 if not (related or target in group.targets):
                     continue
                 level = threshold.level(group.count + 1)
