@@ -240,3 +240,25 @@ def test_logs_files_hold_the_edge_cases():
                        limits=Limits(max_depth=20))  # fmt: skip
     (call,) = (s for s in run.steps if s.kind == "tool_call")
     assert "nested deeper than 20 levels, cut" in json.dumps(call.args, ensure_ascii=False)
+
+
+def test_the_otlp_claim_takes_logs_exports():
+    """What drove the change: a `resourceLogs` export was an unknown file."""
+    from runs.importers import otlp
+    from runs.importers.detect import sample_of
+    from runs.importers.otlp import logs as otlp_logs
+    from runs.importers.otlp import spans as otlp_spans
+
+    document = (DATA / "otlp_claude_code_logs_only.json").read_bytes()
+    claim = otlp.claim(sample_of(document))
+    assert claim.score == pytest.approx(0.9) and "OTLP requests" in claim.reason
+    lines = (DATA / "otlp_claude_code_session.jsonl").read_bytes()
+    assert otlp.claim(sample_of(lines)).score == pytest.approx(0.9)  # both lines fit
+    trace_pb, logs_pb_ = genai_export(with_tool_span=True)
+    assert otlp.claim(sample_of(logs_pb_)).reason.startswith("an OTLP protobuf logs export")
+    assert otlp.claim(sample_of(trace_pb)).reason.startswith("an OTLP protobuf export")
+    # the wire-format checks tell the two signals apart
+    assert otlp_logs.looks_like_protobuf(logs_pb_) and not otlp_spans.looks_like_protobuf(logs_pb_)
+    assert otlp_spans.looks_like_protobuf(trace_pb) and not otlp_logs.looks_like_protobuf(trace_pb)
+    no = otlp.claim(sample_of(b'{"logs": []}'))
+    assert no.score == 0 and "no `resourceLogs` request" in no.reason

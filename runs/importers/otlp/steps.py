@@ -1,36 +1,44 @@
-"""OpenTelemetry spans to runs: the OTLP file importer (format "otlp") and the `Collector`
-the OTLP/HTTP assembly shares with it. Decoding is spans.py's.
+"""OpenTelemetry spans and log records to runs: the OTLP file importer (format "otlp") and
+the `Collector` the OTLP/HTTP assembly shares with it. Decoding is spans.py's and logs.py's;
+which span is what, per dialect, is dialects.py's table; where log records go, placement.py.
 
-Files: an ExportTraceServiceRequest in OTLP/JSON (`resourceSpans[].scopeSpans[].spans[]`),
-a JSON array of requests or span records, JSONL of those (one per line), or binary protobuf
-(one request, or several concatenated). A span with invalid ids is skipped and counted, as
-the receiver rejects it.
+Files: an ExportTraceServiceRequest or ExportLogsServiceRequest in OTLP/JSON
+(`resourceSpans[].scopeSpans[].spans[]`, `resourceLogs[].scopeLogs[].logRecords[]`), a JSON
+array of requests or span records, JSONL of those (one per line, traces and logs mixed), or
+binary protobuf (one request, or several concatenated, of one signal). A span or record with
+invalid ids is skipped and counted, as the receiver rejects it.
 
-Grouping: one run per `session.id` / `gen_ai.conversation.id` (span or resource attribute;
-every span of a trace goes where any span of that trace says), else one run per traceId; runs
-in order of first appearance; steps ordered by start time (stable; a span without a start time
-keeps its place after the span before it). The tree: Step.id = span id, parent_id = parent
-span id (a parent missing from the file makes the span a root, per the model's rule).
+Grouping: one run per session (the dialect table's session keys: `session.id`,
+`gen_ai.conversation.id`, `gcp.vertex.agent.session_id`, `langfuse.session.id`,
+`traceloop.association.properties.session_id`, `lmnr.association.properties.session_id`,
+`coding_agent.session.id`, …; span or resource attribute; every span of a trace goes where any
+span of that trace says), else one run per traceId; runs in order of first appearance; steps
+ordered by start time (stable; a span without a start time keeps its place after the span
+before it). The tree: Step.id = span id, parent_id = parent span id (a parent missing from the
+file makes the span a root, per the model's rule).
 
-Span -> step (GenAI semantic conventions and OpenInference attributes):
-- tool: `gen_ai.operation.name = execute_tool` or `openinference.span.kind = TOOL`
-  -> tool_call; tool = `gen_ai.tool.name` | `tool.name` | span name without "execute_tool ";
-  args = `gen_ai.tool.call.arguments` | `tool_call.function.arguments` | `input.value` (JSON
-  text parsed by `content.parse_json_text`; `tool.parameters` is a schema, never used as
-  args); result = `gen_ai.tool.call.result` | `output.value` (text as given). OpenInference
-  RETRIEVER spans are tool calls too (tool = span name).
-- model call: `chat`/`text_completion`/`generate_content` or kind LLM -> assistant step; text =
-  the output message text (`gen_ai.output.messages` text parts, `llm.output_messages.*.message
-  .content`), None when the model only called tools; tokens from `gen_ai.usage.*_tokens` |
-  `llm.token_count.prompt/completion`; cost from `llm.cost.total`; the model goes to metadata.
-- agent/chain (`invoke_agent`, `create_agent`, kind AGENT/CHAIN) and any other span -> a
-  `system` step with text = span name, so the tree shows it; never a tool call.
-- batch_id of a tool step: the model span whose output lists its `gen_ai.tool.call.id`,
-  else the latest model span before it under the same parent.
+Span -> step, by the role the dialect table gives it:
+- tool -> tool_call; tool = the dialect's tool-name attribute | `gen_ai.tool.name` | the span
+  name without "execute_tool " (and the like); args = the dialect's argument attribute (JSON
+  text parsed by `content.parse_json_text`; a decorator's `{"args": [], "kwargs": {...}}` is
+  its kwargs; OpenInference `tool.parameters` is a schema, never args); result = the dialect's
+  result attribute (text as given).
+- llm -> assistant step; text = the output message text (`gen_ai.output.messages` text parts,
+  indexed `llm.output_messages.*` / `gen_ai.completion.<i>.content`, or the dialect's output
+  attribute read for its text); tokens from the dialect's keys or its usage JSON; cost; the
+  model goes to metadata. The tool calls it asked for (GenAI tool_call parts, indexed
+  `…tool_calls.<j>.*` keys reassembled, `ai.response.toolCalls`, ADK function_call parts) give
+  the batch_id of the tool steps with those ids.
+- agent/group -> a `system` step with text = span name, so the tree shows it; never a tool.
+- detail (Claude Code's tool.execution / blocked_on_user) -> folded into its parent tool step.
+- batch_id of a tool step: the model span that issued its call id, else its parent when that
+  is a model span (Vercel AI SDK), else the latest model span before it under the same parent.
 - Errors are explicit: span status code 2 / "STATUS_CODE_ERROR" / "ERROR", an `error.type`
-  attribute, or an `exception` event -> status "error"; a failed tool without a result gets
-  the error message (status message, error.type or exception.message) as its result.
+  attribute, an `exception` event, or the dialect's own flag (Langfuse level ERROR, Claude
+  Code `success: false`, a Google ADK response `{"error": …}`) -> status "error"; a failed
+  tool without a result gets the error message as its result.
 - A span id seen twice in one trace (a batch exported twice) is kept once, with a warning.
+- run.metadata["dialects"] names the dialects other than plain GenAI that read its spans.
 """
 
 from __future__ import annotations
