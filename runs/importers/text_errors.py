@@ -159,7 +159,11 @@ SWE_AGENT = rules(
     ("no such file", r"No such file or directory"),
     ("shell syntax", r"syntax error near unexpected token"),
     ("file not found", r"^File .* not found"),
-    ("format error", r"Your output was not formatted correctly|did not use any tool calls"),
+    (
+        "format error",  # swe_agent marks these steps "invalid": the reply held no valid action
+        r"Your output was not formatted correctly|did not use any tool calls"
+        r"|Your last output included multiple tool calls|Your action could not be parsed",
+    ),
 )
 
 OPENHANDS = rules(

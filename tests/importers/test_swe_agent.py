@@ -174,6 +174,9 @@ def test_truncated_head_is_still_claimed():
         "one command as part of your response.",
         "Your last output did not use any tool calls!\nPlease make sure your output includes "
         "exactly _ONE_ function call!",
+        "Your last output included multiple tool calls!\nPlease make sure your output includes "
+        "a thought and exactly _ONE_ function call.",
+        "Your action could not be parsed properly: Unexpected argument(s): pattern.",
     ],
 )
 def test_format_errors_are_invalid_steps_not_calls(observation):
