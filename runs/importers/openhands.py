@@ -29,9 +29,11 @@ Events -> steps (linear: parent_id stays None; `cause` is used only to pair):
   content starting "ERROR:", "[Your proposed edit has introduced new syntax error(s)",
   "[No exact match found", and "Traceback (most recent call last)" for observations with no
   exit code (IPython).
-- An `error` observation with `cause: null` (the call was rejected before running) -> a
-  failed `tool_call` step of its own (tool = `tool_call_metadata.function_name`, else
-  "(error)"); any other observation whose action is unknown -> its own step likewise.
+- An `error` observation with `cause: null` and a `tool_call_metadata.function_name` (the
+  model's call was rejected before it ran: a missing or unknown argument, an unknown tool)
+  -> a `tool_call` step of its own, tool = that function name, status "invalid" (no valid
+  action, whatever the text says); one without a function name -> a failed step of tool
+  "(error)"; any other observation whose action is unknown -> a failed step of its own.
 - `tool_call_id` repeats across runs (`toolu_01…`), so nothing is keyed by it.
 
 Reading streams: the GUI array is read event by event (reading.iter_document, prefix
@@ -369,8 +371,11 @@ class _Builder:
         if kind in SKIPPED_OBSERVATIONS or (known and call is None):
             self.skipped[f"observation:{kind}"] += 1
             return
+        rejected = False
         if call is None:
-            function = (event.get("tool_call_metadata") or {}).get("function_name")
+            metadata = event.get("tool_call_metadata")
+            function = metadata.get("function_name") if isinstance(metadata, dict) else None
+            rejected = kind == "error" and bool(function)
             tool = "(error)" if kind == "error" else kind
             call = tool_step(
                 tool=str(function or tool),
@@ -384,6 +389,8 @@ class _Builder:
         set_result(
             call, content, error=_is_error(kind, content, extras), limits=self.limits, ended_at=when
         )
+        if rejected:  # the model's call was refused before it ran: no valid action
+            call.status = "invalid"
 
 
 def _is_error(kind: str, content: Any, extras: dict[str, Any]) -> bool:

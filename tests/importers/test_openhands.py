@@ -11,7 +11,8 @@ Counts taken by hand from the files, independently of the importer:
   "[Your proposed edit…" / "[No exact match…" / "ERROR:" or with exit_code != 0 -> 0 and 11.
 - openhands_output.jsonl: 3 lines, one cut on purpose; each good run has run, read, think,
   finish actions + 1 `error` observation with `cause: null` = 5 calls, errors: run exit 1,
-  read "ERROR:", the rejected call = 3.
+  read "ERROR:" = 2, and the rejected call (`cause: null`, a function name: no valid action)
+  is "invalid", not "error".
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def errors(run) -> int:
 
 @pytest.mark.parametrize(
     ("path", "expected"),
-    [(GUI, [(4, 1)]), (RESOLVER, [(4, 0), (22, 11)]), (EVAL, [(5, 3), (5, 3)])],
+    [(GUI, [(4, 1)]), (RESOLVER, [(4, 0), (22, 11)]), (EVAL, [(5, 2), (5, 2)])],
 )
 def test_hand_counted_runs_calls_and_errors(path, expected):
     runs = runs_of(path.read_bytes())
@@ -86,7 +87,7 @@ def test_eval_output_metadata_orphan_error_and_think():
     assert tools == [
         ("run", "error"),
         ("read", "error"),
-        ("str_replace_editor", "error"),
+        ("str_replace_editor", "invalid"),
         ("think", "ok"),
         ("finish", "ok"),
     ]
@@ -179,7 +180,7 @@ def test_eval_file_whose_first_line_is_longer_than_the_head_is_claimed():
     assert verdict.score >= 0.6, verdict.reason
     assert detect_format(head) == "openhands"
     (run,) = runs_of(data)
-    assert (run.tool_calls, errors(run)) == (5, 3)  # as the first line of the fixture
+    assert (run.tool_calls, errors(run)) == (5, 2)  # as the first line of the fixture
 
 
 def test_gui_array_claim_and_reason():
