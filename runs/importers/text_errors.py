@@ -33,6 +33,12 @@ class Rule:
 
     name: str
     pattern: re.Pattern[str]
+    # Lower-case words of which one must be in the text for the rule to match: a substring
+    # test is far cheaper than the regex, and most outputs contain none of them.
+    needles: tuple[str, ...] = ()
+
+    def may_match(self, lowered: str) -> bool:
+        return not self.needles or any(needle in lowered for needle in self.needles)
 
     def search(self, text: str) -> bool:
         match = self.pattern.search(text)
@@ -42,8 +48,10 @@ class Rule:
         return code is None or int(code) != 0
 
 
-def _rule(name: str, pattern: str, flags: int = re.MULTILINE) -> Rule:
-    return Rule(name, re.compile(pattern, flags))
+def _rule(
+    name: str, pattern: str, flags: int = re.MULTILINE, needles: tuple[str, ...] = ()
+) -> Rule:
+    return Rule(name, re.compile(pattern, flags), needles)
 
 
 # An exit code in all the spellings harnesses use; code 0 never matches (see Rule.search).
@@ -73,7 +81,9 @@ class _ExitRule(Rule):
         return False
 
 
-EXIT_CODE = _ExitRule("exit code", re.compile(_EXIT, re.MULTILINE | re.IGNORECASE))
+EXIT_CODE = _ExitRule(
+    "exit code", re.compile(_EXIT, re.MULTILINE | re.IGNORECASE), ("code", "status")
+)
 
 COMMON: tuple[Rule, ...] = (
     EXIT_CODE,
@@ -81,11 +91,13 @@ COMMON: tuple[Rule, ...] = (
         "command not found",
         r"command not found|^\S+: (?:line )?\d+: [^\s:]+: not found$|^\S+: [^\s:]+: not found$"
         r"|is not recognized as an internal or external command",
+        needles=("not found", "not recognized"),
     ),
     _rule(
         "traceback",
         r"^Traceback \(most recent call last\):|^thread '[^']*' panicked at"
         r"|^Uncaught (?:\w+Error|exception)|^(?:panic|fatal error): ",
+        needles=("traceback", "panicked", "uncaught", "panic:", "fatal error:"),
     ),
     _rule(
         "permission or sandbox denial",
@@ -93,8 +105,9 @@ COMMON: tuple[Rule, ...] = (
         r"|Sandbox\(Denied|SandboxDenied|sandbox denied|denied by (?:the )?sandbox"
         r"|requested permissions? to .* but you haven't granted",
         re.MULTILINE | re.IGNORECASE,
+        needles=("permission", "not permitted", "eacces", "eperm", "sandbox"),
     ),
-    _rule("no replacement", r"No replacement was performed"),
+    _rule("no replacement", r"No replacement was performed", needles=("no replacement",)),
     _rule(
         "rejected edit",
         r"The user doesn't want to proceed with this tool use|tool use was rejected"
@@ -102,6 +115,18 @@ COMMON: tuple[Rule, ...] = (
         r"|Found \d+ matches of the string to replace|Multiple occurrences of old_str"
         r"|did not appear verbatim in|^\[?No exact match found|SEARCH/REPLACE block failed to match"
         r"|apply_patch verification failed|patch (?:does not|did not) apply",
+        needles=(
+            "proceed",
+            "rejected",
+            "not found in file",
+            "matches of the string",
+            "multiple occurrences",
+            "verbatim",
+            "no exact match",
+            "failed to match",
+            "verification failed",
+            "apply",
+        ),
     ),
     _rule(
         "http error",
@@ -111,15 +136,43 @@ COMMON: tuple[Rule, ...] = (
         r"|Method Not Allowed|Gone|Internal Server Error|Bad Gateway|Service Unavailable"
         r"|Gateway Time-?out)\b",
         re.MULTILINE | re.IGNORECASE,
+        needles=(
+            "http",
+            "status",
+            "too many",
+            "rate limit",
+            "bad request",
+            "unauthorized",
+            "forbidden",
+            "not found",
+            "not allowed",
+            "gone",
+            "server error",
+            "gateway",
+            "unavailable",
+        ),
     ),
     _rule(
         "bot wall",
         r"Attention Required! \| Cloudflare|<title>Just a moment\.\.\.</title>"
         r"|cf-browser-verification|are you a (?:robot|human)\?|captcha-delivery|Access Denied</",
         re.IGNORECASE,
+        needles=(
+            "cloudflare",
+            "just a moment",
+            "cf-browser",
+            "robot",
+            "human",
+            "captcha",
+            "access denied",
+        ),
     ),
-    _rule("timeout", r"EXECUTION TIMED OUT|timed out after \d+|^(?:Error: )?Command timed out"),
-    _rule("error line", r"^(?:Error|ERROR|error)(?:\[\w+\])?: \S"),
+    _rule(
+        "timeout",
+        r"EXECUTION TIMED OUT|timed out after \d+|^(?:Error: )?Command timed out",
+        needles=("timed out",),
+    ),
+    _rule("error line", r"^(?:Error|ERROR|error)(?:\[\w+\])?: \S", needles=("error",)),
 )
 
 
@@ -135,8 +188,9 @@ def error_rule(text: object, extra: tuple[Rule, ...] = (), *, common: bool = Tru
     if not isinstance(text, str) or not text:
         return None
     sample = _sample(text)
+    lowered = sample.lower()
     for rule in extra + (COMMON if common else ()):
-        if rule.search(sample):
+        if rule.may_match(lowered) and rule.search(sample):
             return rule.name
     return None
 

@@ -55,6 +55,7 @@ EXPECTED = [
     ("importers", "inspect_ai", "inspect-ai"),
     ("importers", "langsmith", "langsmith"),
     ("importers", "generic", None),
+    ("detection/cases", "labels.json", "not a trace"),  # bench_localisation's labels
 ]
 
 
@@ -81,6 +82,8 @@ FILES = sorted(
 def test_every_fixture_is_detected_as_its_format(path: Path) -> None:
     expected = expected_format(path)
     assert expected is not False, f"add a row for {path} to EXPECTED"
+    if expected == "not a trace":
+        return
     head = path.read_bytes()[:65536]
     if expected is None:
         with pytest.raises(TraceError, match="unknown trace format"):
