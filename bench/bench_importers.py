@@ -426,6 +426,161 @@ def write_tree_root(out: IO[bytes], target: int) -> None:
     out.write(b'\n], "status": "ok"}\n')
 
 
+# --- formats added in the robustness round: one writer each, shaped like the real files
+
+
+def _jsonl(out: IO[bytes], target: int, lines: Callable[[int], Iterator[dict]]) -> None:
+    run = 0
+    while out.tell() < target:
+        out.writelines(json.dumps(line).encode() + b"\n" for line in lines(run))
+        run += 1
+
+
+def claude_code_lines(run: int) -> Iterator[dict]:
+    """One session per file, so every "run" here is one more turn of the same session."""
+    common = {"sessionId": "s1", "cwd": "/repo", "version": "2.1.230", "gitBranch": "main"}
+    common |= {"isSidechain": False, "userType": "external", "entrypoint": "cli"}
+    yield {"type": "file-history-snapshot", "messageId": f"m{run}", "snapshot": {}}
+    for call_id, tool, args, result in calls(run):
+        uid = f"{run}-{call_id}"
+        block = {"type": "tool_use", "id": f"toolu_{uid}", "name": tool, "input": args}
+        message = {"id": f"msg_{uid}", "role": "assistant", "model": "claude-sonnet-4-5"}
+        message |= {"content": [block], "usage": {"input_tokens": 900, "output_tokens": 40}}
+        yield common | {
+            "type": "assistant",
+            "uuid": f"a{uid}",
+            "parentUuid": None,
+            "message": message,
+        }
+        answer = {"type": "tool_result", "tool_use_id": f"toolu_{uid}", "content": result}
+        yield common | {
+            "type": "user",
+            "uuid": f"u{uid}",
+            "parentUuid": f"a{uid}",
+            "message": {"role": "user", "content": [answer]},
+            "toolUseResult": {"stdout": result, "stderr": "", "interrupted": False},
+        }
+
+
+def codex_lines(run: int) -> Iterator[dict]:
+    if run == 0:
+        yield {
+            "timestamp": "t",
+            "type": "session_meta",
+            "payload": {"id": "s", "cli_version": "0.149"},
+        }
+    for call_id, _, args, result in calls(run):
+        cmd = {"cmd": f"cat {args['path']}", "workdir": "/repo"}
+        yield {"timestamp": "t", "type": "response_item", "payload": {
+            "type": "function_call", "name": "exec_command", "arguments": json.dumps(cmd),
+            "call_id": f"{run}-{call_id}"}}  # fmt: skip
+        output = (
+            f"Chunk ID: ab\nWall time: 0.1 seconds\nProcess exited with code 0\nOutput:\n{result}"
+        )
+        yield {"timestamp": "t", "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": f"{run}-{call_id}", "output": output}}  # fmt: skip
+
+
+def gemini_chat_lines(run: int) -> Iterator[dict]:
+    if run == 0:
+        yield {
+            "sessionId": "s",
+            "projectHash": "h",
+            "startTime": "t",
+            "lastUpdated": "t",
+            "kind": "main",
+        }
+    for call_id, tool, args, result in calls(run):
+        record = {"id": f"{run}-{call_id}", "timestamp": "2026-01-01T00:00:00Z", "type": "gemini"}
+        call = {"id": f"c{run}-{call_id}", "name": tool, "args": args, "status": "success"}
+        call["result"] = [
+            {"functionResponse": {"id": call["id"], "name": tool, "response": {"output": result}}}
+        ]
+        yield record | {
+            "content": "",
+            "toolCalls": [call | {"status": "executing", "result": None}],
+        }
+        yield record | {"content": "", "toolCalls": [call]}  # re-appended when it finishes
+
+
+def copilot_lines(run: int) -> Iterator[dict]:
+    if run == 0:
+        yield {
+            "type": "session.start",
+            "data": {"sessionId": "s", "producer": "copilot-agent"},
+            "id": "0",
+        }
+    for call_id, tool, args, result in calls(run):
+        key = f"{run}-{call_id}"
+        start = {"toolCallId": key, "toolName": tool, "arguments": args}
+        yield {"type": "tool.execution_start", "data": start, "id": f"s{key}", "timestamp": "t"}
+        done = {"toolCallId": key, "success": True, "result": {"content": result}}
+        yield {"type": "tool.execution_complete", "data": done, "id": f"e{key}", "timestamp": "t"}
+
+
+def hook_lines(run: int) -> Iterator[dict]:
+    base = {"session_id": f"s{run}", "cwd": "/repo", "transcript_path": "/t.jsonl"}
+    for call_id, tool, args, result in calls(run):
+        pre = base | {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": args}
+        yield pre | {"tool_use_id": call_id}
+        yield pre | {"hook_event_name": "PostToolUse", "tool_use_id": call_id,
+                     "tool_response": {"stdout": result, "stderr": ""}}  # fmt: skip
+
+
+def agents_lines(run: int) -> Iterator[dict]:
+    trace = f"trace_{run:032x}"
+    yield {"object": "trace", "id": trace, "workflow_name": "bench"}
+    for call_id, tool, args, result in calls(run):
+        data = {"type": "function", "name": tool, "input": json.dumps(args), "output": result}
+        yield {"object": "trace.span", "id": f"span_{run}_{call_id}", "trace_id": trace,
+               "parent_id": None, "started_at": "2026-01-01T00:00:00+00:00",
+               "ended_at": None, "span_data": data, "error": None}  # fmt: skip
+
+
+def tau2_simulation(run: int) -> dict:
+    messages: list[dict] = [{"role": "system", "content": "policy"}]
+    for call_id, tool, args, result in calls(run):
+        messages.append({"role": "assistant", "content": None, "turn_idx": 0, "tool_calls": [
+            {"id": call_id, "name": tool, "arguments": args, "requestor": "assistant"}]})  # fmt: skip
+        messages.append({"role": "tool", "id": call_id, "content": result, "error": False})
+    return {"id": f"sim{run}", "task_id": str(run), "trial": 0, "termination_reason": "user_stop",
+            "reward_info": {"reward": 1.0}, "messages": messages}  # fmt: skip
+
+
+def write_tau2(out: IO[bytes], target: int) -> None:
+    out.write(b'{"timestamp": "t", "info": {"num_trials": 1}, "tasks": [], "simulations": [\n')
+    run = 0
+    while out.tell() < target:
+        out.write((b",\n" if run else b"") + json.dumps(tau2_simulation(run)).encode())
+        run += 1
+    out.write(b"\n]}\n")
+
+
+def write_opencode(out: IO[bytes], target: int) -> None:
+    """One session per export: every "run" is one more assistant message of it."""
+    out.write(b'{"info": {"id": "ses_bench", "title": "bench"}, "messages": [\n')
+    run = 0
+    while out.tell() < target:
+        parts = [
+            {
+                "type": "tool",
+                "callID": f"{run}-{call_id}",
+                "tool": tool,
+                "state": {
+                    "status": "completed",
+                    "input": args,
+                    "output": result,
+                    "metadata": {"output": result, "exit": 0},
+                },
+            }  # fmt: skip
+            for call_id, tool, args, result in calls(run)
+        ]
+        info = {"id": f"msg_{run:08d}", "role": "assistant", "tokens": {"input": 10, "output": 5}}
+        out.write((b",\n" if run else b"") + json.dumps({"info": info, "parts": parts}).encode())
+        run += 1
+    out.write(b"\n]}\n")
+
+
 WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "native": ("native", write_native),
     "chat": ("chat", lambda out, n: write_array(out, n, chat_run)),
@@ -439,6 +594,14 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "openhands-gui": ("openhands", write_openhands_gui),
     "openhands-eval": ("openhands", write_openhands_eval),
     "tree-root": ("tree", write_tree_root),
+    "claude-code": ("claude-code", lambda out, n: _jsonl(out, n, claude_code_lines)),
+    "codex": ("codex", lambda out, n: _jsonl(out, n, codex_lines)),
+    "gemini-chat-jsonl": ("gemini-chat", lambda out, n: _jsonl(out, n, gemini_chat_lines)),
+    "copilot-cli": ("copilot-cli", lambda out, n: _jsonl(out, n, copilot_lines)),
+    "claude-code-hooks": ("claude-code-hooks", lambda out, n: _jsonl(out, n, hook_lines)),
+    "openai-agents": ("openai-agents", lambda out, n: _jsonl(out, n, agents_lines)),
+    "tau2": ("tau2", write_tau2),
+    "opencode": ("opencode", write_opencode),
 }
 
 

@@ -92,6 +92,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -257,19 +259,27 @@ def _count(counter: Counter, kind: Any) -> None:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a session (or sub-agent) file."""
-    reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    records = [record for _, record in reader]
-    reader.check_not_empty()
-    if not any(_is_message(record) for record in records):
-        raise _no_messages(records, source, reader.skips.count)
-    abandoned = _abandoned(records)
-    state = _State(limits)
-    dropped = 0
-    for position, record in enumerate(records):
-        if position in abandoned:
-            dropped += record.get("type") in ("user", "assistant", "system")
-            continue
-        _record(state, record)
+    # Two passes over a spooled copy: the first keeps only each record's place in the tree
+    # (a skeleton), so the abandoned branches are known before any step is built; the second
+    # builds the steps. A session is never held as parsed records, only as its steps.
+    with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
+        shutil.copyfileobj(stream, spool, 1 << 20)
+        spool.seek(0)
+        first = JsonlReader(spool, source=source, limits=limits, objects_only=True)
+        records = [_skeleton(record) for _, record in first]
+        first.check_not_empty()
+        if not any(_is_message(record) for record in records):
+            raise _no_messages(records, source, first.skips.count)
+        abandoned = _abandoned(records)
+        spool.seek(0)
+        reader = JsonlReader(spool, source=source, limits=limits, objects_only=True)
+        state = _State(limits)
+        dropped = 0
+        for position, (_, record) in enumerate(reader):
+            if position in abandoned:
+                dropped += record.get("type") in ("user", "assistant", "system")
+                continue
+            _record(state, record)
     _usage_to_steps(state)
     aborted = _end_aborted_calls(state)
     _link_sidechains(state)
@@ -300,6 +310,30 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         run_name = f"agent-{agent_id}"
     run = Run(id=run_id, format=name, steps=state.steps, metadata=meta, name=run_name)
     yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+
+
+SPOOL_IN_MEMORY = 8 * 1024 * 1024  # a bigger session is spooled to a temporary file
+_SKELETON_KEYS = ("type", "uuid", "parentUuid", "logicalParentUuid", "isSidechain", "agentId")
+
+
+def _skeleton(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a record that place it in the tree (what `_abandoned`, `_subagent_id`
+    and `_no_messages` read): a few short values instead of the whole record."""
+    slim = {key: record[key] for key in _SKELETON_KEYS if key in record}
+    if "sessionId" in record:
+        slim["sessionId"] = record["sessionId"]
+    message = record.get("message")
+    if isinstance(message, dict):
+        blocks = [
+            {key: block[key] for key in ("type", "id", "tool_use_id") if key in block}
+            for block in _content(record)
+            if isinstance(block, dict)
+            and block.get("type") in ("tool_use", "server_tool_use", "tool_result")
+        ]
+        slim["message"] = {"id": message.get("id"), "content": blocks}
+    elif "message" in record:
+        slim["message"] = message
+    return slim
 
 
 def _no_messages(records: list[dict[str, Any]], source: str, skipped: int) -> TraceError:
