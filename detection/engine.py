@@ -447,7 +447,7 @@ class Monitor:
             self._repeat.observe(lane.repeat, ev, self)
         if plan.mutfail and not invalid:
             self._mutfail.observe(lane.mutfail, ev, self)
-        if plan.blocker:
+        if plan.blocker and (error or lane.blocker.groups):  # (a success re-arms what fails)
             self._blocker.observe(lane.blocker, ev, self)
         if plan.batch:
             self._batch.observe(lane.batch, ev, self)

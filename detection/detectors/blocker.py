@@ -273,6 +273,18 @@ class Blocker:
 
     name = "blocker"
 
+    def __init__(self) -> None:
+        self._targets: dict[str, str] = {}  # call signature -> target (loops repeat calls)
+
+    def target(self, ev: Event) -> str:
+        """Return the call's target (``call_target``), remembered by its call signature."""
+        found = self._targets.get(ev.sig)
+        if found is None:
+            if len(self._targets) >= 4096:
+                self._targets.clear()
+            found = self._targets[ev.sig] = call_target(ev.tool, ev.args)
+        return found
+
     def observe(self, state: BlockerState, ev: Event, out: Monitor) -> None:
         if ev.status != "error":
             if state.groups:
@@ -284,7 +296,7 @@ class Blocker:
         fault = ev.fault
         if fault is None or not fault.strong:
             return
-        target = call_target(ev.tool, ev.args)
+        target = self.target(ev)
         if target.startswith("file:"):
             state.files = True
         self._fail(state, ev, ev.tool, target, fault.key, fault.line, out)
@@ -345,7 +357,7 @@ class Blocker:
             return  # nothing this success could re-arm
         if read_target(ev.tool, ev.args) is not None:
             return  # a read of the file changes nothing
-        target = call_target(ev.tool, ev.args)
+        target = self.target(ev)
         if faults:  # the tool went through on a target that failed (or it has no target)
             anything = target == "tool:" + ev.tool
             for key in [k for k, group in faults.items() if anything or target in group.targets]:
@@ -385,7 +397,7 @@ class Blocker:
         out: list[tuple[Any, ...]] = []
         if not state.groups:
             return out
-        target = call_target(ev.tool, ev.args)
+        target = self.target(ev)
         scopes = [ev.tool] + ([HOST + target[5:]] if target.startswith("host:") else [])
         threshold = ev.settings.thresholds["blocker"]
         for scope in scopes:
