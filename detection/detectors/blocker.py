@@ -76,7 +76,9 @@ _READS = frozenset(
 class Blocked:
     """The failures of one tool (or against one host) with one fingerprint."""
 
-    __slots__ = ("batch", "count", "epoch", "first_seq", "line", "seqs", "targets", "tools")
+    __slots__ = (
+        "batch", "count", "epoch", "first_seq", "line", "seqs", "signature", "targets", "tools",
+    )  # fmt: skip
 
     def __init__(self, seq: int, epoch: int, line: str, batch: Any = None) -> None:
         self.batch: Any = batch  # the batch id of the last failure counted (None: no batch)
@@ -86,12 +88,14 @@ class Blocked:
         self.epoch = epoch  # the lane's epoch at the last failure
         self.line = line  # the last failure's own words
         self.targets: list[str] = []  # what the failing calls acted on, in order (bounded)
+        self.signature = ""  # the finding's signature, made when it first reaches a threshold
         self.tools: list[str] = []
 
     def copy(self) -> Blocked:
         twin = Blocked(self.first_seq, self.epoch, self.line, self.batch)
         twin.count, twin.seqs = self.count, list(self.seqs)
         twin.targets, twin.tools = list(self.targets), list(self.tools)
+        twin.signature = self.signature
         return twin
 
     def add(self, target: str, tool: str) -> None:
@@ -318,9 +322,10 @@ class Blocker:
             if scope.startswith(HOST):
                 state.hosts += 1
         group = faults.get(key)
-        stale = [k for k, other in faults.items() if k != key and other.epoch != ev.epoch]
-        for old in stale:  # a change since, and now another failure: the change moved it
-            del faults[old]
+        if len(faults) > (0 if group is None else 1):
+            stale = [k for k, other in faults.items() if k != key and other.epoch != ev.epoch]
+            for old in stale:  # a change since, and now another failure: the change moved it
+                del faults[old]
         if group is None:
             if len(faults) >= MAX_FAULTS:
                 del faults[next(iter(faults))]
@@ -340,10 +345,12 @@ class Blocker:
         if level is None:
             return
         host = scope[len(HOST) :] if scope.startswith(HOST) else ""
-        where = "host:" + host if host else "tool:" + scope
+        if not group.signature:
+            where = "host:" + host if host else "tool:" + scope
+            group.signature = f"blocker:{where[:120]}:{digest(key)}"
         out.report(
             ("blocker", scope, key, group.first_seq), level, group.count, ev.tool,
-            f"blocker:{where[:120]}:{digest(key)}", group.seqs, _blocker_message,
+            group.signature, group.seqs, _blocker_message,
             (ev.tool, group.targets, group.tools, host, group.count, group.first_seq, line),
             True,
         )  # fmt: skip
