@@ -10,7 +10,9 @@ so the bytes are real OTLP protobuf, the attribute names and values the notes'.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -240,7 +242,6 @@ def test_the_table_gives_each_span_its_role(name, attrs, role):
 
 def pydantic_ai_spans(version: int) -> list:
     """Spans of a real Pydantic AI run (TestModel: calls every tool once, then answers)."""
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings
     from pydantic_ai.models.test import TestModel
@@ -256,7 +257,10 @@ def pydantic_ai_spans(version: int) -> list:
         """The weather in a city."""
         return "sunny"
 
-    agent.run_sync("weather in Paris?")
+    # in a thread of its own: an event loop left running in this one (Playwright's sync API,
+    # in the browser tests) would make run_sync refuse
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, agent.run("weather in Paris?")).result()
     return list(exporter.get_finished_spans())
 
 
