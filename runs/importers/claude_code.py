@@ -93,6 +93,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -259,18 +260,25 @@ def _count(counter: Counter, kind: Any) -> None:
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a session (or sub-agent) file."""
-    # Two passes over a spooled copy: the first keeps only each record's place in the tree
-    # (a skeleton), so the abandoned branches are known before any step is built; the second
-    # builds the steps. A session is never held as parsed records, only as its steps.
+    # Passes over a spooled copy, so a session is never held as parsed records, only as its
+    # steps: the first pass reads what the file holds and whether its tree forks; only when
+    # it does, a second keeps each record's place in the tree (a skeleton) to find the
+    # abandoned branches; the last builds the steps.
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
         shutil.copyfileobj(stream, spool, 1 << 20)
         spool.seek(0)
         first = JsonlReader(spool, source=source, limits=limits, objects_only=True)
-        records = [_skeleton(record) for _, record in first]
+        held = _Holdings()
+        for _, record in first:
+            held.add(record)
         first.check_not_empty()
-        if not any(_is_message(record) for record in records):
-            raise _no_messages(records, source, first.skips.count)
-        abandoned = _abandoned(records)
+        if not held.messages:
+            raise _no_messages(held, source, first.skips.count)
+        abandoned: set[int] = set()
+        if held.forked:
+            spool.seek(0)
+            skeletons = JsonlReader(spool, source=source, limits=limits, objects_only=True)
+            abandoned = _abandoned([_skeleton(record) for _, record in skeletons])
         spool.seek(0)
         reader = JsonlReader(spool, source=source, limits=limits, objects_only=True)
         state = _State(limits)
@@ -303,7 +311,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             )
     run_id = str(meta.get("session_id") or os.path.basename(source) or "run")
     run_name = str(meta.get("title") or meta.get("ai_title") or meta.get("slug") or "")
-    agent_id = _subagent_id(records, source)
+    agent_id = _subagent_id(held, source)
     if agent_id is not None:
         meta["agent_id"] = agent_id
         run_id = f"{meta['session_id']}/agent-{agent_id}" if meta.get("session_id") else agent_id
@@ -317,38 +325,74 @@ _SKELETON_KEYS = ("type", "uuid", "parentUuid", "logicalParentUuid", "isSidechai
 
 
 def _skeleton(record: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a record that place it in the tree (what `_abandoned`, `_subagent_id`
-    and `_no_messages` read): a few short values instead of the whole record."""
-    slim = {key: record[key] for key in _SKELETON_KEYS if key in record}
+    """The fields of a record that place it in the tree (what `_abandoned` reads): a few short values instead of the whole record. Strings are
+    interned: each uuid is written twice (as a uuid, then as the next record's parent), and
+    types and session ids on every record."""
+    slim = {key: _interned(record[key]) for key in _SKELETON_KEYS if key in record}
     if "sessionId" in record:
-        slim["sessionId"] = record["sessionId"]
+        slim["sessionId"] = _interned(record["sessionId"])
     message = record.get("message")
     if isinstance(message, dict):
         blocks = [
-            {key: block[key] for key in ("type", "id", "tool_use_id") if key in block}
+            {key: _interned(block[key]) for key in ("type", "id", "tool_use_id") if key in block}
             for block in _content(record)
             if isinstance(block, dict)
             and block.get("type") in ("tool_use", "server_tool_use", "tool_result")
         ]
-        slim["message"] = {"id": message.get("id"), "content": blocks}
+        slim["message"] = {"id": _interned(message.get("id")), "content": blocks}
     elif "message" in record:
         slim["message"] = message
     return slim
 
 
-def _no_messages(records: list[dict[str, Any]], source: str, skipped: int) -> TraceError:
+def _interned(value: Any) -> Any:
+    return sys.intern(value) if type(value) is str else value
+
+
+@dataclass
+class _Holdings:
+    """What the first pass learns of a file: its record types, whether it has messages and
+    whether they are all a sub-agent's, and whether the tree forks (two records with one
+    parent), which is when abandoned branches must be looked for."""
+
+    kinds: Counter = field(default_factory=Counter)
+    only_metadata: bool = True
+    messages: int = 0
+    sidechain_only: bool = True
+    agent_id: str | None = None
+    session_id: str | None = None
+    children: set[str] = field(default_factory=set)  # parents seen with one child
+    forked: bool = False
+
+    def add(self, record: dict[str, Any]) -> None:
+        _count(self.kinds, record.get("type"))
+        self.only_metadata = self.only_metadata and _is_metadata(record)
+        if _is_message(record):
+            self.messages += 1
+            self.sidechain_only = self.sidechain_only and record.get("isSidechain") is True
+            agent, session = record.get("agentId"), record.get("sessionId")
+            if self.agent_id is None and isinstance(agent, str) and agent:
+                self.agent_id = agent
+            if self.session_id is None and session:
+                self.session_id = str(session)
+        parent = _parent_uuid(record) if "uuid" in record else None
+        if parent is not None and not self.forked:
+            if parent in self.children:
+                self.forked = True
+            else:
+                self.children.add(parent)
+
+
+def _no_messages(held: _Holdings, source: str, skipped: int) -> TraceError:
     """The error for a file without one user or assistant message, saying what it holds."""
-    kinds: Counter = Counter()
-    for record in records:
-        _count(kinds, record.get("type"))
-    held = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common(8))
-    if all(_is_metadata(record) for record in records):
+    held_kinds = ", ".join(f"{count} {kind}" for kind, count in held.kinds.most_common(8))
+    if held.only_metadata:
         what = "only Claude Code metadata records"
     else:
         what = "no user or assistant message"
     bad = f"; {skipped} invalid line(s) skipped" if skipped else ""
     return TraceError(
-        f"no messages: the file holds {what} ({held}{bad}), as a session that was opened "
+        f"no messages: the file holds {what} ({held_kinds}{bad}), as a session that was opened "
         "but never got a prompt does; there is no run to import",
         source=source,
     )
@@ -358,19 +402,16 @@ def _is_message(record: dict[str, Any]) -> bool:
     return record.get("type") in ("user", "assistant")
 
 
-def _subagent_id(records: list[dict[str, Any]], source: str) -> str | None:
+def _subagent_id(held: _Holdings, source: str) -> str | None:
     """Return the agent id of a sub-agent file (all its messages are sidechain), else None."""
-    messages = [r for r in records if _is_message(r)]
-    if not messages or not all(r.get("isSidechain") is True for r in messages):
+    if not held.messages or not held.sidechain_only:
         return None
-    for record in messages:
-        if isinstance(record.get("agentId"), str) and record["agentId"]:
-            return record["agentId"]
+    if held.agent_id:
+        return held.agent_id
     match = AGENT_FILE.match(os.path.basename(source))
     if match:
         return match.group(1)
-    session = next((r.get("sessionId") for r in messages if r.get("sessionId")), None)
-    return str(session) if session else "agent"
+    return held.session_id or "agent"
 
 
 def _parent_uuid(record: dict[str, Any]) -> str | None:
