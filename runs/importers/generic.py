@@ -599,6 +599,7 @@ class Builder:
         flag = _explicit_error(obj, value_key=value_key or "")
         error = flag if flag is not None else _text_error(value)
         self._settle(step, value, error=error)
+        self.batch_id = None  # a call after a result is a new turn, not one of a batch
         used = link_field or next((k for k in LINK_KEYS if str(obj.get(k)) == link), None)
         self.read_by.count(self.read_by.result_links, used or "order")
 

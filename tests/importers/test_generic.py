@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import detection
 from runs.importers import CLAIMANTS, TraceError, detect_format, generic, iter_runs
 from runs.importers.detect import sample_of
 from runs.importers.reading import Limits
@@ -376,3 +377,23 @@ def test_scan_says_the_run_was_read_heuristically(tmp_path, capsys):
     assert scan.main(["--format", "generic", "--json", str(path)]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["read_by"]["unplaced"] == 2 and record["format"] == "generic"
+
+
+def test_calls_after_results_are_new_turns_and_a_blocker_is_seen():
+    """Calls one after another in an event list, each answered before the next, are not one
+    batch (a batch counts once): five fetches each refused 429 are a blocker."""
+    events = []
+    for n in range(5):
+        url = f"https://shop.example.com/item/{n}?ref={n}"
+        events.append(
+            {"kind": "step", "id": f"r{n}", "tool_name": "fetch", "parameters": {"url": url}}
+        )
+        events.append(
+            {"kind": "obs", "toolCallId": f"r{n}", "output": "HTTP/1.1 429 Too Many Requests"}
+        )
+    data = json.dumps({"export": {"events": events}}).encode()
+    (run,) = iter_runs(data, source="export.json", format="generic")
+    assert len({step.batch_id for step in run.steps}) == 5
+    assert all(step.status == "error" for step in run.steps)
+    (finding,) = detection.analyze(run).findings
+    assert (finding.detector, finding.severity) == ("blocker", "stop")
