@@ -10,7 +10,8 @@ Messages, in file order (OpenCode writes them by id, which ascends in time):
   they are what the model read);
 - assistant -> `reasoning` parts a reasoning step, `text` parts an assistant step (tokens
   and cost from `info.tokens`/`info.cost` on the message's first step), and each `tool` part
-  a tool_call: tool = `tool`, args = `state.input`, id = `callID`.
+  a tool_call: tool = `tool`, args = `state.input`, id = `callID`; the calls of one model
+  call (between two `step-start` parts) are one batch.
   Result and status from `state`: `completed` -> `output` (ok, unless `metadata.exit` is
   non-zero, or the shared text rules find an error: OpenCode only appends "(Command timed
   out after N ms)" to a timed-out output); `error` -> `error` text, status error;
@@ -147,9 +148,13 @@ def _message(run: Run, message: Any, limits: Limits) -> None:
             _add(run, text_step("reasoning", str(part["text"]), limits=limits), limits)
     if text:
         _add(run, text_step("assistant", text, limits=limits, started_at=when), limits)
+    model_call = 0  # `step-start` parts divide a message into model calls: each is a batch
     for part in parts:
+        if isinstance(part, dict) and part.get("type") == "step-start":
+            model_call += 1
         if isinstance(part, dict) and part.get("type") == "tool":
-            _add(run, _tool(part, limits, batch=info.get("id")), limits)
+            batch = f"{info.get('id')}#{model_call}"
+            _add(run, _tool(part, limits, batch=batch), limits)
     error = info.get("error")
     if isinstance(error, dict):
         data = error.get("data") if isinstance(error.get("data"), dict) else {}

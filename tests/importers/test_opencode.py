@@ -64,3 +64,15 @@ def test_bad_messages_are_skipped_with_their_field(tmp_path):
         list(iter_runs(b"", format="opencode"))
     with pytest.raises(TraceError, match="truncated"):
         list(iter_runs(FIXTURE.read_bytes()[:900], format="opencode"))
+
+
+def test_each_model_call_is_a_batch():
+    # msg_02 has four model calls (step-start parts), one tool part each; msg_03 one more
+    calls = [s for s in run().steps if s.kind == "tool_call"]
+    assert [c.batch_id for c in calls] == [
+        "msg_02#1",
+        "msg_02#2",
+        "msg_02#3",
+        "msg_02#4",
+        "msg_03#0",
+    ]
