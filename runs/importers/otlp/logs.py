@@ -20,20 +20,17 @@ Written from the format notes §3.23 ("OTLP/HTTP logs signal"), not from a real 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..content import parse_time
 from ..errors import TraceError
-from ..reading import json_depth_ok
 from .spans import (
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
     BodyLimits,
     ExportRequest,
-    OtlpError,
     Rejected,
     SpanGroup,
     _any_value,
@@ -46,6 +43,7 @@ from .spans import (
     _read_field,
     _read_varint,
     _session,
+    decode_export,
     decompress,
     encoding_of,
     group_key,
@@ -93,22 +91,14 @@ def _pb_request(body: bytes) -> Any:
 
 def decode(body: bytes, encoding: str, *, max_depth: int) -> Any:
     """Return the logs export request from (decompressed) bytes, or raise OtlpError(400)."""
-    if encoding == "proto":
-        from google.protobuf.message import DecodeError
-
-        try:
-            return _pb_request(body)
-        except (DecodeError, RuntimeError) as exc:
-            raise OtlpError(f"cannot decode the protobuf body: {exc}") from None
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise OtlpError(f"cannot decode the JSON body: {exc}") from None
-    if not json_depth_ok(data, max_depth):
-        raise OtlpError(f"the JSON body nests deeper than {max_depth} levels")
-    if not isinstance(data, dict) or not isinstance(_resources_field(data), list | None):
-        raise OtlpError('expected an ExportLogsServiceRequest: {"resourceLogs": [...]}')
-    return data
+    return decode_export(
+        body,
+        encoding,
+        max_depth=max_depth,
+        from_protobuf=_pb_request,
+        resources=_resources_field,
+        expected='an ExportLogsServiceRequest: {"resourceLogs": [...]}',
+    )
 
 
 def decode_body(

@@ -180,11 +180,32 @@ def decompress(body: bytes, content_encoding: str = "", *, max_bytes: int) -> by
 
 def decode(body: bytes, encoding: str, *, max_depth: int) -> Any:
     """Return the export request from (decompressed) bytes, or raise OtlpError(400)."""
+    return decode_export(
+        body,
+        encoding,
+        max_depth=max_depth,
+        from_protobuf=_pb_request,
+        resources=_resources_field,
+        expected='an ExportTraceServiceRequest: {"resourceSpans": [...]}',
+    )
+
+
+def decode_export(
+    body: bytes,
+    encoding: str,
+    *,
+    max_depth: int,
+    from_protobuf: Callable[[bytes], Any],
+    resources: Callable[[dict], Any],
+    expected: str,
+) -> Any:
+    """Decode one OTLP export request, traces or logs: protobuf with from_protobuf, or JSON
+    whose resources() field must be a list (or absent); errors are OtlpError(400)."""
     if encoding == "proto":
         from google.protobuf.message import DecodeError
 
         try:
-            return _pb_request(body)
+            return from_protobuf(body)
         except (DecodeError, RuntimeError) as exc:  # RuntimeError: recursion in upb
             raise OtlpError(f"cannot decode the protobuf body: {exc}") from None
     try:
@@ -193,8 +214,8 @@ def decode(body: bytes, encoding: str, *, max_depth: int) -> Any:
         raise OtlpError(f"cannot decode the JSON body: {exc}") from None
     if not json_depth_ok(data, max_depth):
         raise OtlpError(f"the JSON body nests deeper than {max_depth} levels")
-    if not isinstance(data, dict) or not isinstance(_resources_field(data), list | None):
-        raise OtlpError('expected an ExportTraceServiceRequest: {"resourceSpans": [...]}')
+    if not isinstance(data, dict) or not isinstance(resources(data), list | None):
+        raise OtlpError(f"expected {expected}")
     return data
 
 
