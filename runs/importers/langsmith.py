@@ -35,7 +35,6 @@ run per trace (id = `trace_id`, else the root run's id):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import IO, Any
@@ -157,7 +156,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
 
 def _one_run_per_line(head: bytes) -> bool:
     """JSONL of run objects (several lines that are each a whole object)."""
-    if not _jsonl(head):
+    if not looks_like_jsonl(head):
         return False
     lines = [line for line in head.split(b"\n") if line.strip()]
     return len(lines) > 1
@@ -418,18 +417,3 @@ def _tokens(step: Step, run: dict[str, Any]) -> None:
             completion = number(usage.get("completion_tokens", usage.get("output_tokens")))
     step.tokens_in, step.tokens_out = prompt, completion
     step.cost = fnumber(run.get("total_cost"))
-
-
-def _jsonl(head: bytes) -> bool:
-    """Whether the file is line-delimited: its first line is a whole JSON value, even when
-    a byte in it is not UTF-8 (that line is then skipped and counted, not the whole file)."""
-    if looks_like_jsonl(head):
-        return True
-    first, newline, _ = head.lstrip(BOM + b" \t\r\n").partition(b"\n")
-    if not newline:
-        return False
-    try:
-        json.loads(first.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return False
-    return True

@@ -39,7 +39,6 @@ An event is `{id: "sevt_…", type: "<domain>.<action>", processed_at, …}`. On
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -169,7 +168,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     skips = Skips()
     state = _State(source, limits, skips)
     head = stream_head(stream).lstrip(BOM + b" \t\r\n")
-    if _jsonl(head):
+    if looks_like_jsonl(head):
         reader = JsonlReader(stream, source=source, limits=limits, skips=skips)
         for line, record in reader:
             try:
@@ -436,18 +435,3 @@ def _finish(state: _State) -> None:
                 previous = step.id
     if state.skipped:
         state.meta["skipped_events"] = dict(state.skipped)
-
-
-def _jsonl(head: bytes) -> bool:
-    """Whether the file is line-delimited: its first line is a whole JSON value, even when
-    a byte in it is not UTF-8 (that line is then skipped and counted, not the whole file)."""
-    if looks_like_jsonl(head):
-        return True
-    first, newline, _ = head.lstrip(BOM + b" \t\r\n").partition(b"\n")
-    if not newline:
-        return False
-    try:
-        json.loads(first.decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return False
-    return True

@@ -460,9 +460,11 @@ def head_text(head: bytes, chars: int = 4096) -> str:
 def looks_like_jsonl(head: bytes) -> bool:
     """Return whether the first line of head is one whole JSON object or array.
 
-    A one-line JSON document counts too: read line by line it gives the same value.
+    A one-line JSON document counts too: read line by line it gives the same value. So does
+    a first line that is whole JSON but for a byte that is not UTF-8, when more lines follow:
+    that line is then skipped and counted, not the whole file refused.
     """
-    first, _, rest = head.lstrip(BOM + b" \t\r\n").partition(b"\n")
+    first, newline, rest = head.lstrip(BOM + b" \t\r\n").partition(b"\n")
     first = first.strip()
     if first[:1] not in (b"{", b"["):
         return False
@@ -470,6 +472,13 @@ def looks_like_jsonl(head: bytes) -> bool:
         return False  # the first line may go on past the head
     try:
         json.loads(first)
+    except UnicodeDecodeError:
+        if not newline:
+            return False
+        try:
+            json.loads(first.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):
+            return False
     except (ValueError, RecursionError):
         return False
     return True
