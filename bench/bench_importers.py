@@ -9,7 +9,7 @@ each format), then parses it in its own subprocess so every peak memory figure (
 is that format's alone. Prints MB/s, steps/s, the peak RSS and `kept MB`: the text the run's
 steps hold (results, args, messages), which no streaming reader can avoid holding while a
 run is read whole. The file-size limit is lifted for the measurement (Limits.max_bytes is
-512 MiB by default).
+2 GiB by default).
 
 The message-list formats are runs of 40 tool calls with ~300-byte results. The agent
 harnesses' whole-document formats (one run per file, or one per eval line) are shaped as

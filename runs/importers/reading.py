@@ -34,7 +34,9 @@ BOM = b"\xef\xbb\xbf"
 class Limits:
     """Bounds on untrusted input; each breach gives a clear message."""
 
-    max_bytes: int = 512 * 1024 * 1024  # whole (decompressed) file
+    # whole (decompressed) file: the formats stream, so a 1 GB file is read in bounded memory
+    # (the server passes 20x LOOPBOARD_MAX_UPLOAD_BYTES, see services.ingest.import_limits)
+    max_bytes: int = 2 * 1024 * 1024 * 1024
     max_depth: int = 64  # JSON nesting of a value
     max_steps: int = 2_000_000  # steps per run
     # Steps held at once across the runs of a file that are not finished yet (formats that
