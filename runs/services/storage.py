@@ -95,7 +95,7 @@ def step_values(
     tool = clean_text((step.tool or "")[:200])
     args = as_stored(step.args)
     result = as_stored(step.result)
-    status = step.status if step.status in ("ok", "error") else "ok"
+    status = step.status if step.status in ("ok", "error", "invalid") else "ok"
     batch_id = clean_text((step.batch_id or "")[:255])
     text = clean_text(step.text or "")
     started_at, ended_at = timestamp(step.started_at), timestamp(step.ended_at)

@@ -161,3 +161,22 @@ def test_the_timeline_marks_where_each_threshold_was_crossed(client_in, project,
     flat = client_in.get(run.get_absolute_url() + "?from=0&to=6&flat=1").content.decode()
     assert "crossed the warn threshold at step #3" in flat
     assert "crossed the stop threshold (5) at step #5" in flat
+
+
+def test_invalid_turns_are_shown_as_failed_calls(client_in, project, process):
+    """A turn with no valid action (status invalid) is marked on the run, tree, ledger and
+    step pages, not shown as an ok call."""
+    lines = [call("bash", {"cmd": "ls"}, "a.py")]
+    lines += [
+        call("(format error)", {"actions": n}, "found 2 actions", status="invalid")
+        for n in (0, 2, 3)
+    ]
+    run = process(project, native_jsonl(*lines), name="invalid.jsonl").runs.get()
+    # stored as invalid and analyzed so: three invalid turns in a row are one blocker
+    assert list(run.steps.values_list("status", flat=True)) == ["ok"] + ["invalid"] * 3
+    assert run.verdict == "warn" and run.findings.get().detector == "blocker"
+    pages = [run.get_absolute_url(), reverse("runs:tree", args=[run.pk])]
+    pages += [reverse("runs:ledger", args=[run.pk]), reverse("runs:step", args=[run.pk, 1])]
+    for url in pages:
+        html = client_in.get(url).content.decode()
+        assert "invalid</span>" in html, url
