@@ -13,6 +13,8 @@ COMMANDS = {
     "scan": ("loopboard.cli.scan", "find loops in trace files, no database needed"),
     "push": ("loopboard.cli.push", "send trace files to a running loopboard"),
     "serve": ("loopboard.cli.serve", "set up and start web server + worker (what `make run` does)"),
+    "mcp": ("loopboard.cli.mcp", "an MCP server (stdio) with loopboard's tools for an agent"),
+    "hook": ("loopboard.cli.hook", "guard Claude Code, Gemini CLI or Cursor through their hooks"),
 }
 
 
