@@ -1,0 +1,133 @@
+"""`loopboard mcp`: an MCP server (stdio) with loopboard's tools, for an agent to call itself.
+
+- `check_next_call(tool, args, session_id)`: would this call be a loop in the session's live run?
+- `recent_findings(session_id | run_id, limit)`: what loopboard found in a run, newest first.
+- `search_runs(query, verdict, limit)`: the project's runs, newest first, with the runs filters.
+
+It talks to a loopboard server through its JSON API. The URL and the key come from `--url` /
+`--key`, else LOOPBOARD_URL / LOOPBOARD_API_KEY, else the config file `loopboard hook install`
+writes; the session from the tool's argument, else LOOPBOARD_SESSION_ID. Register it in an MCP
+client as the command `loopboard mcp`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from loopboard.guard import DEFAULT_TIMEOUT, connection
+
+INSTRUCTIONS = (
+    "loopboard watches agent runs for loops: the same failing call again, calls that bring "
+    "nothing new. Before repeating a call, ask check_next_call; on 'stop', do not make the "
+    "call and follow the message."
+)
+FINDING_FIELDS = ("detector", "severity", "tool", "count", "threshold", "fired_at", "message")
+RUN_FIELDS = (
+    "id", "name", "external_id", "verdict", "stall_score", "step_count", "tool_call_count",
+    "detectors", "tools", "created_at",
+)  # fmt: skip
+
+
+class Api:
+    """loopboard's JSON API with one project's key; an error becomes the tool's error."""
+
+    def __init__(self, url: str, key: str, timeout: float) -> None:
+        self.url, self.key, self.timeout = url, key, timeout
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if not self.key:
+            raise ToolError("no API key: set LOOPBOARD_API_KEY (or `loopboard mcp --key`)")
+        headers = {"Authorization": f"Bearer {self.key}"}
+        async with httpx.AsyncClient(base_url=self.url, timeout=self.timeout) as client:
+            try:
+                response = await client.request(method, path, headers=headers, **kwargs)
+            except httpx.HTTPError as exc:
+                raise ToolError(f"loopboard at {self.url} did not answer: {exc}") from None
+        if response.status_code == 404:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"detail": response.text[:200]}
+        if response.status_code >= 400:
+            detail = body.get("detail", body) if isinstance(body, dict) else body
+            raise ToolError(f"loopboard answered {response.status_code}: {detail}")
+        return body
+
+
+def _session(session_id: str) -> str:
+    session_id = session_id or os.environ.get("LOOPBOARD_SESSION_ID", "")
+    if not session_id:
+        raise ToolError("no session: pass session_id or set LOOPBOARD_SESSION_ID")
+    return quote(session_id, safe="")
+
+
+def build_server(url: str, key: str, timeout: float = DEFAULT_TIMEOUT) -> MCPServer:
+    """Return the MCP server whose tools ask the loopboard at ``url`` with ``key``."""
+    api = Api(url, key, timeout)
+    server = MCPServer("loopboard", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    async def check_next_call(
+        tool: str, args: dict[str, Any] | None = None, session_id: str = ""
+    ) -> dict[str, Any]:
+        """Would making this tool call next be a loop in this session's live run? Answers
+        verdict ok / warn / stop, the findings, and a message: on stop, do not make the call."""
+        path = f"/api/live/runs/{_session(session_id)}/check"
+        answer = await api.request("POST", path, json={"tool": tool, "args": args or {}})
+        if answer is None:
+            raise ToolError("this loopboard has no live runs API (is it up to date?)")
+        return {k: answer.get(k) for k in ("verdict", "message", "findings")}
+
+    @server.tool()
+    async def recent_findings(
+        session_id: str = "", run_id: int = 0, limit: int = 10
+    ) -> dict[str, Any]:
+        """What loopboard found in a run, newest first: the session's live run (session_id,
+        else LOOPBOARD_SESSION_ID), or a stored run by run_id."""
+        if not run_id:
+            live = await api.request("GET", f"/api/live/runs/{_session(session_id)}")
+            if live is None:
+                return {"run_id": None, "verdict": "ok", "findings": []}  # nothing seen yet
+            run_id = live["run_id"]
+        run = await api.request("GET", f"/api/runs/{run_id}")
+        if run is None:
+            raise ToolError(f"no run {run_id} in this project")
+        findings = sorted(run["findings"], key=lambda f: f["fired_at"], reverse=True)
+        return {
+            "run_id": run["id"],
+            "verdict": run["verdict"],
+            "url": f"{api.url}/runs/{run['id']}/",
+            "findings": [{k: f.get(k) for k in FINDING_FIELDS} for f in findings[:limit]],
+        }
+
+    @server.tool()
+    async def search_runs(query: str = "", verdict: str = "", limit: int = 10) -> dict[str, Any]:
+        """The project's runs, newest first: query matches words of tool names and arguments;
+        verdict is ok, warn, stop, pending or flagged (warn or stop)."""
+        params = {"q": query, "verdict": verdict, "limit": max(1, min(limit, 100))}
+        page = await api.request("GET", "/api/runs", params=params)
+        runs = [{k: run.get(k) for k in RUN_FIELDS} for run in page["items"]]
+        for run in runs:
+            run["url"] = f"{api.url}/runs/{run['id']}/"
+        return {"count": page["count"], "runs": runs}
+
+    return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="loopboard mcp", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="loopboard base URL (env LOOPBOARD_URL)")
+    parser.add_argument("--key", help="a project API key (env LOOPBOARD_API_KEY)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    args = parser.parse_args(argv)
+    url, key = connection(args.url, args.key)
+    build_server(url, key, args.timeout).run("stdio")
+    return 0

@@ -1,0 +1,87 @@
+"""`loopboard mcp`: the MCP server's tools, called with the MCP SDK's own client against the
+live test server."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from loopboard.cli.mcp import build_server
+from tests.helpers import healthy_trace, looping_trace
+
+TOOLS = {"check_next_call", "recent_findings", "search_runs"}
+
+
+def call(server, name: str, arguments: dict) -> tuple[bool, dict | str]:
+    """Call one tool through an in-process MCP client: (is_error, structured answer or text)."""
+
+    async def scenario():
+        async with Client(server) as client:
+            return await client.call_tool(name, arguments)
+
+    result = asyncio.run(scenario())
+    if result.is_error:
+        return True, result.content[0].text
+    return False, result.structured_content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_search_runs_and_recent_findings_answer_from_the_project(
+    live_server, key, project, process
+):
+    looping = process(project, looping_trace(6), name="loop.jsonl").runs.get()
+    process(project, healthy_trace(), name="ok.jsonl")
+    server = build_server(live_server.url, key)
+
+    error, answer = call(server, "search_runs", {"verdict": "stop"})
+    assert not error, answer
+    assert answer["count"] == 1 and answer["runs"][0]["id"] == looping.pk
+    assert answer["runs"][0]["url"] == f"{live_server.url}/runs/{looping.pk}/"
+    error, answer = call(server, "search_runs", {"query": "web_search", "limit": 5})
+    assert [run["id"] for run in answer["runs"]] == [looping.pk]
+    error, answer = call(server, "search_runs", {})
+    assert answer["count"] == 2
+
+    error, answer = call(server, "recent_findings", {"run_id": looping.pk, "limit": 1})
+    assert not error, answer
+    assert answer["verdict"] == "stop" and len(answer["findings"]) == 1
+    finding = answer["findings"][0]
+    assert finding["detector"] == "repeat" and "web_search" in finding["message"]
+
+    error, text = call(server, "recent_findings", {"run_id": 10**9})
+    assert error and "no run" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bad_key_or_no_session_is_a_tool_error(live_server, key):
+    error, text = call(build_server(live_server.url, "lb_nope"), "search_runs", {})
+    assert error and "401" in text
+    error, text = call(build_server(live_server.url, key), "check_next_call", {"tool": "x"})
+    assert error and "no session" in text
+
+
+def test_an_unreachable_server_is_a_tool_error_not_a_crash():
+    server = build_server("http://127.0.0.1:9", "lb_x", timeout=0.5)
+    error, text = call(server, "search_runs", {})
+    assert error and "did not answer" in text
+
+
+def test_loopboard_mcp_serves_its_tools_over_stdio(tmp_path):
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "loopboard"),
+        args=["mcp", "--url", "http://127.0.0.1:9", "--key", "lb_x"],
+        env={"HOME": str(tmp_path), "PATH": str(Path(sys.executable).parent)},
+    )
+
+    async def scenario():
+        async with Client(params) as client:
+            return await client.list_tools()
+
+    listed = asyncio.run(scenario())
+    assert {tool.name for tool in listed.tools} == TOOLS
+    check = next(tool for tool in listed.tools if tool.name == "check_next_call")
+    assert set(check.input_schema["properties"]) == {"tool", "args", "session_id"}
