@@ -22,28 +22,21 @@ server is down is worse than none.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import json
 import os
 import sys
-import tomllib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
-
-import httpx
 
 import detection
+from loopboard.cli.live_client import LiveClient, LiveError
 
 __all__ = ["Guard", "LoopDetected", "Verdict", "connection"]
-
-DEFAULT_URL = "http://127.0.0.1:8000"
-DEFAULT_TIMEOUT = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,28 +64,12 @@ class LoopDetected(Exception):
         self.verdict = verdict
 
 
-def config_path() -> Path:
-    """Return the config file `loopboard hook install` writes (URL and key, outside repos)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "loopboard" / "hook.toml"
-
-
 def connection(url: str | None = None, key: str | None = None) -> tuple[str, str]:
-    """Return the server's URL and API key: the arguments, else LOOPBOARD_URL and
-    LOOPBOARD_API_KEY (or LOOPBOARD_KEY), else the hook config file, else the local default
-    URL and no key."""
-    stored: dict[str, Any] = {}
-    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
-        stored = tomllib.loads(config_path().read_text(encoding="utf-8"))
-    url = url or os.environ.get("LOOPBOARD_URL") or stored.get("url") or DEFAULT_URL
-    key = (
-        key
-        or os.environ.get("LOOPBOARD_API_KEY")
-        or os.environ.get("LOOPBOARD_KEY")
-        or stored.get("key")
-        or ""
-    )
-    return str(url).rstrip("/"), str(key)
+    """Return the server's URL and API key: the arguments, else what `loopboard hook` uses
+    (LOOPBOARD_URL and LOOPBOARD_API_KEY, else the config file `loopboard hook install` writes,
+    else the local default URL and no key)."""
+    default = LiveClient.from_config()
+    return (url or default.url).rstrip("/"), key or default.key
 
 
 def jsonable(value: Any) -> Any:
@@ -121,39 +98,33 @@ class _Local:
 class _Remote:
     """A live run on a loopboard server, addressed by the agent's session id."""
 
-    def __init__(self, url: str, key: str, session_id: str, timeout: float) -> None:
-        self.client = httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout
-        )
-        self.path = f"/api/live/runs/{quote(session_id, safe='')}"
+    def __init__(self, client: LiveClient, session_id: str) -> None:
+        self.client = client
+        self.session_id = session_id
         self.warned = False
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def _ask(self, send: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any] | None:
         try:
-            response = self.client.post(self.path + path, json=body)
-            response.raise_for_status()
-            return response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            return send(self.session_id, *args)
+        except LiveError as exc:
             if not self.warned:
                 self.warned = True
                 print(f"loopboard: not checked, going on ({exc})", file=sys.stderr)
             return None
 
     def check(self, tool: str, args: Any) -> Verdict:
-        answer = self._post("/check", {"tool": tool, "args": jsonable(args)})
+        answer = self._ask(self.client.check, tool, jsonable(args))
         if not answer:
             return OK
         return Verdict(answer["verdict"], answer.get("message", ""), answer.get("findings", []))
 
     def record(self, step: dict[str, Any]) -> None:
-        step = {**step, "id": uuid.uuid4().hex}  # an id makes a retried append safe
-        self._post(
-            "/steps", {"steps": [jsonable({k: v for k, v in step.items() if v is not None})]}
-        )
+        step = {k: v for k, v in step.items() if v is not None}
+        step["id"] = uuid.uuid4().hex  # an id makes a retried append safe
+        self._ask(self.client.append, [jsonable(step)])
 
     def end(self) -> None:
-        self._post("/end", {})
-        self.client.close()
+        self._ask(self.client.end)
 
 
 OnStop = Literal["return", "raise"]
@@ -195,14 +166,18 @@ class Guard:
         *,
         url: str | None = None,
         key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         **options: Any,
     ) -> Guard:
         """A guard against the live run of ``session_id`` (else LOOPBOARD_SESSION_ID, else a
-        new id) on a loopboard server (see ``connection`` for the URL and key)."""
+        new id) on a loopboard server (see ``connection`` for the URL and key; the timeout
+        is LOOPBOARD_HOOK_TIMEOUT's, else 1.5 s)."""
         session_id = session_id or os.environ.get("LOOPBOARD_SESSION_ID") or uuid.uuid4().hex
-        url, key = connection(url, key)
-        guard = cls(_Remote(url, key, session_id, timeout), **options)
+        default = LiveClient.from_config()
+        client = LiveClient(
+            (url or default.url).rstrip("/"), key or default.key, timeout or default.timeout
+        )
+        guard = cls(_Remote(client, session_id), **options)
         guard.session_id = session_id
         return guard
 

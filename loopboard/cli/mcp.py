@@ -21,7 +21,8 @@ import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from loopboard.guard import DEFAULT_TIMEOUT, connection
+from loopboard.cli.live_client import DEFAULT_TIMEOUT
+from loopboard.guard import connection
 
 INSTRUCTIONS = (
     "loopboard watches agent runs for loops: the same failing call again, calls that bring "
