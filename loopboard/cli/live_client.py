@@ -27,7 +27,12 @@ DEFAULT_TIMEOUT = 1.5
 
 
 class LiveError(Exception):
-    """The live API could not be reached in time, or did not answer as it should."""
+    """The live API could not be reached in time, or did not answer as it should; `status`
+    is the HTTP status when there was an answer."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def config_dir() -> Path:
@@ -124,7 +129,7 @@ class LiveClient:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 payload = response.read()
         except urllib.error.HTTPError as exc:
-            raise LiveError(f"{self.url} answered {exc.code}: {_detail(exc)}") from exc
+            raise LiveError(f"{self.url} answered {exc.code}: {_detail(exc)}", exc.code) from exc
         except (OSError, ValueError) as exc:  # refused, timed out, reset, a bad URL
             raise LiveError(f"{self.url} unreachable: {getattr(exc, 'reason', exc)}") from exc
         try:
