@@ -164,6 +164,10 @@ CELERY_BEAT_SCHEDULE = {
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.
 LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
+# A live run with no append for this long is ended by the beat (and analyzed).
+LOOPBOARD_LIVE_QUIET_SECONDS = env_int("LOOPBOARD_LIVE_QUIET_SECONDS", 1800)
+# Live runs whose Monitor each web process keeps in memory (least recently used dropped).
+LOOPBOARD_LIVE_CACHE_RUNS = env_int("LOOPBOARD_LIVE_CACHE_RUNS", 512)
 # An import keeps at most this many steps in memory across a file's unfinished runs (about
 # 0.5 KB each); a file that needs more fails early with a message.
 LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)

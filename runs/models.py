@@ -197,9 +197,24 @@ class Run(models.Model):
     # Denormalised for the runs list's free text: tool names plus a bounded sample of the
     # arguments (`services.analysis.StepSample`), as a tsvector so a GIN index answers it.
     search = SearchVectorField(null=True, blank=True, editable=False)
+    # A live run (opened through the live API, format "live") takes appends; `next_seq` and
+    # `version` change under the row lock of each append, so every web process can tell
+    # from this row alone which steps its cached Monitor has not seen yet.
+    live = models.BooleanField(default=False)
+    next_seq = models.PositiveIntegerField(default=0)
+    version = models.PositiveBigIntegerField(default=0)  # appends so far
+    last_append_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            # The live API addresses a run by the agent's session id within the project.
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                name="one_live_run_per_external_id",
+                condition=models.Q(format="live"),
+            )
+        ]
         indexes = [
             models.Index(fields=["project", "-created_at", "-id"]),
             models.Index(fields=["project", "verdict", "-created_at"]),
@@ -215,6 +230,10 @@ class Run(models.Model):
             # Recovery looks for runs left pending every minute: only those are indexed.
             models.Index(
                 fields=["created_at"], name="run_pending", condition=models.Q(verdict="pending")
+            ),
+            # The beat ends live runs gone quiet: only live runs are indexed.
+            models.Index(
+                fields=["last_append_at"], name="run_live_quiet", condition=models.Q(live=True)
             ),
         ]
 
@@ -266,7 +285,15 @@ class Step(models.Model):
     class Meta:
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="one_step_per_seq")]
-        indexes = [models.Index(fields=["run", "call_sig"])]
+        indexes = [
+            models.Index(fields=["run", "call_sig"]),
+            # A live append looks its steps' ids up, so a retried step is not stored twice.
+            models.Index(
+                fields=["run", "source_id"],
+                name="step_source_id",
+                condition=~models.Q(source_id=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.tool or self.kind}"

@@ -24,9 +24,15 @@ from ..services import policy as policy_service
 from . import auth
 from .schemas import (
     AnalyzeQueued,
+    AppendIn,
+    AppendOut,
     CheckIn,
     CheckOut,
     ErrorOut,
+    LiveCheckIn,
+    LiveEndOut,
+    LiveOpenIn,
+    LiveRunOut,
     PolicyIn,
     PolicyOut,
     RunDetailOut,
@@ -42,6 +48,9 @@ MAX_ID = 2**63 - 1
 FormatName = Literal.__getitem__(("", *ingest.formats()))
 RUN_ID = Path(..., ge=1, le=MAX_ID, description="a run id")
 TRACE_ID = Path(..., ge=1, le=MAX_ID, description="a trace id")
+EXTERNAL_ID = Path(
+    ..., min_length=1, max_length=255, description="the agent's session id (percent-encoded)"
+)
 
 
 class ApiKeyAuth(HttpBearer):
@@ -286,3 +295,117 @@ def check(request: HttpRequest, payload: CheckIn):
         "message": result.message,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
     }
+
+
+def _live_run_out(run: Run) -> dict:
+    return {
+        "run_id": run.pk,
+        "external_id": run.external_id,
+        "url": run.get_absolute_url(),
+        "steps": run.step_count,
+        "verdict": run.verdict,
+        "live": run.live,
+    }
+
+
+def _server_timing(response: HttpResponse, started: float) -> None:
+    """Say the server time in a header (what bench/bench_live.py reads)."""
+    response["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.3f}"
+
+
+@router.post(
+    "/live/runs",
+    response={200: LiveRunOut, **BODY_ERRORS, **ERRORS},
+    tags=["live"],
+    summary="Open a live run",
+)
+def open_live_run(request: HttpRequest, payload: LiveOpenIn):
+    """Open a live run by the agent's own session id (`external_id`), or return the one
+    already open: opening is idempotent. Appending to an unknown id opens it too."""
+    request.auth.require(ApiKey.Scope.INGEST, "opening a live run")
+    run = live.open_run(
+        _project(request), payload.external_id, name=payload.name, metadata=payload.metadata
+    )
+    return _live_run_out(run)
+
+
+@router.get("/live/runs/{external_id}", response={200: LiveRunOut, **ERRORS}, tags=["live"])
+def get_live_run(request: HttpRequest, external_id: str = EXTERNAL_ID):
+    """A live run by its session id: steps so far, verdict, and whether it is still live."""
+    run = live.find_run(_project(request), external_id)
+    if run is None:
+        raise HttpError(404, f"no live run {external_id!r} in this project")
+    return _live_run_out(run)
+
+
+@router.post(
+    "/live/runs/{external_id}/steps",
+    response={200: AppendOut, 409: ErrorOut, **BODY_ERRORS, **ERRORS},
+    tags=["live"],
+    summary="Append steps to a live run",
+)
+def append_live_steps(
+    request: HttpRequest, response: HttpResponse, payload: AppendIn, external_id: str = EXTERNAL_ID
+):
+    """Append steps (1 to 500, in order) to a live run, opening it if there is none and
+    reopening it if it ended. Answers each step's seq and the findings that fire on these
+    steps. A step whose `id` the run already holds is not stored again (retries are safe);
+    its seq is still answered."""
+    started = time.perf_counter()
+    request.auth.require(ApiKey.Scope.INGEST, "appending to a live run")
+    calls = [step.model_dump() for step in payload.steps]
+    try:
+        appended = live.append_steps(_project(request), external_id, calls)
+    except policy_service.PolicyInvalid as exc:
+        raise HttpError(409, str(exc)) from None
+    _server_timing(response, started)
+    return {
+        "run_id": appended.run.pk,
+        "seqs": appended.seqs,
+        "findings": [finding.to_dict() for finding in appended.findings],
+        "verdict": appended.verdict,
+    }
+
+
+@router.post(
+    "/live/runs/{external_id}/check",
+    response={200: CheckOut, 409: ErrorOut, **BODY_ERRORS, **ERRORS},
+    tags=["live"],
+    summary="Would this next call of a live run be a loop?",
+)
+def check_live_call(
+    request: HttpRequest,
+    response: HttpResponse,
+    payload: LiveCheckIn,
+    external_id: str = EXTERNAL_ID,
+):
+    """Would this next tool call be a loop, given what the live run has done so far? Costs
+    the same at step 100,000 as at step 10. An unknown run has seen nothing: `ok`."""
+    started = time.perf_counter()
+    try:
+        result = live.check_live(_project(request), external_id, payload.tool, payload.args)
+    except policy_service.PolicyInvalid as exc:
+        raise HttpError(409, str(exc)) from None
+    _server_timing(response, started)
+    return {
+        "verdict": result.verdict,
+        "findings": [finding.to_dict() for finding in result.findings],
+        "message": result.message,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+
+
+@router.post(
+    "/live/runs/{external_id}/end",
+    response={200: LiveEndOut, **ERRORS},
+    tags=["live"],
+    summary="End a live run",
+)
+def end_live_run(request: HttpRequest, external_id: str = EXTERNAL_ID):
+    """End a live run: it is then analyzed like any other run (idempotent). The verdict
+    answered is the live one; a later append reopens the run."""
+    request.auth.require(ApiKey.Scope.INGEST, "ending a live run")
+    run = live.end_run(_project(request), external_id)
+    if run is None:
+        raise HttpError(404, f"no live run {external_id!r} in this project")
+    return {"run_id": run.pk, "verdict": run.verdict, "live": False}

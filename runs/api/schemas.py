@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from ninja import Field, Schema
@@ -225,3 +225,104 @@ class CheckOut(Schema):
     findings: list[CheckFindingOut]
     message: str
     elapsed_ms: float
+
+
+class StepIn(CallIn):
+    """One step appended to a live run: a call's fields as `/api/check` takes them, plus
+    its kind, batch, times (epoch seconds or ISO 8601; `ts` is the start), tokens and cost.
+    Give each step its `id` (the agent's own call id): a retried step is then stored once."""
+
+    kind: Literal["user", "assistant", "tool_call", "system", "reasoning"] | None = None
+    batch_id: str | None = None
+    ts: float | str | None = None
+    started_at: float | str | None = None
+    ended_at: float | str | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    cost: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def check_shape(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError("a step is an object: {tool, args, result, status} or {role, text}")
+        if not value.get("tool") and not value.get("role") and not value.get("kind"):
+            raise ValueError("a step needs a 'tool', or a message its 'role' (or 'kind')")
+        return value
+
+
+class LiveOpenIn(Schema):
+    """Open a live run by the agent's own session id."""
+
+    external_id: str = Field(min_length=1, max_length=255)
+    name: str = Field("", max_length=255)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def check_depth(cls, value: Any) -> Any:
+        return _bounded(value)
+
+
+class LiveRunOut(Schema):
+    """A live run: its id, page, steps so far, verdict, and whether it is still live."""
+
+    run_id: int
+    external_id: str
+    url: str
+    steps: int
+    verdict: str
+    live: bool
+
+
+class AppendIn(Schema):
+    """Steps to append, in order."""
+
+    steps: list[StepIn] = Field(min_length=1, max_length=500)
+
+
+class LiveFindingOut(Schema):
+    """A finding that fired on an appended step."""
+
+    detector: str
+    severity: str
+    tool: str | None
+    signature: str
+    seqs: list[int]
+    count: int
+    threshold: int
+    started_at: int | None
+    fired_at: int
+    stop_at: int | None
+    rule: str
+    message: str
+
+
+class AppendOut(Schema):
+    """Where each given step is (a retried one: where it already was), what fired on the
+    new steps, and the run's verdict so far."""
+
+    run_id: int
+    seqs: list[int]
+    findings: list[LiveFindingOut]
+    verdict: str
+
+
+class LiveCheckIn(Schema):
+    """The next tool call of a live run."""
+
+    tool: str = Field(min_length=1, max_length=200)
+    args: Any = None
+
+    @field_validator("args")
+    @classmethod
+    def check_depth(cls, value: Any) -> Any:
+        return _bounded(value)
+
+
+class LiveEndOut(Schema):
+    """An ended live run (its analysis is queued)."""
+
+    run_id: int
+    verdict: str
+    live: bool

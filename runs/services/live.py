@@ -1,14 +1,39 @@
-"""The live loop check ("would this next call be a loop?") for an agent's loop."""
+"""The live loop check ("would this next call be a loop?") and live runs.
+
+`check_next_call` replays a run (stored, or given) on every call. A live run instead is
+appended to as it happens and keeps its Monitor: the run row (`next_seq`, `version`) and the
+stored steps are the state every web process shares; `live_state` keeps each process's
+Monitor of the run caught up with them. An append locks the run row, so appends to one run
+serialize across processes: each step gets one seq, none is lost or counted twice.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 import detection
 
-from ..models import Project, Run
-from . import policy, storage
+from ..models import Finding, Project, Run, Step, Verdict
+from . import analysis, live_state, policy, queue, storage
+
+LIVE_FORMAT = "live"  # the format of runs opened through the live API
+
+
+@dataclass(slots=True)
+class Appended:
+    """What an append did: where each given step is, and what fired on the new ones."""
+
+    run: Run
+    seqs: list[int]
+    findings: list[detection.Finding]
+    verdict: str
 
 
 def check_next_call(
@@ -31,11 +56,185 @@ def check_next_call(
     return monitor.check(tool, args)
 
 
+def live_runs(project: Project):  # type: ignore[no-untyped-def]
+    """The project's live-API runs (live now or ended)."""
+    return Run.objects.filter(project=project, format=LIVE_FORMAT)
+
+
+def session_id(external_id: str) -> str:
+    """Return a session id as it is stored (bounded, no NUL)."""
+    return storage.clean_text(external_id[:255])
+
+
+def find_run(project: Project, external_id: str) -> Run | None:
+    """Return the project's live-API run of this session id, or None."""
+    return live_runs(project).filter(external_id=session_id(external_id)).first()
+
+
+def open_run(
+    project: Project, external_id: str, *, name: str = "", metadata: dict | None = None
+) -> Run:
+    """Return the live run of this session id, opening it first if there is none."""
+    run = find_run(project, external_id)
+    if run is not None:
+        return run
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            return Run.objects.create(
+                project=project,
+                format=LIVE_FORMAT,
+                external_id=session_id(external_id),
+                name=storage.clean_text((name or external_id)[:255]),
+                metadata=storage.as_stored(metadata or {}),
+                verdict=Verdict.OK,
+                live=True,
+                last_append_at=now,
+            )
+    except IntegrityError:  # opened meanwhile by another request
+        return live_runs(project).get(external_id=session_id(external_id))
+
+
+def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, Any]]) -> Appended:
+    """Store steps at the end of a live run (opened if missing, reopened if ended) and return
+    their seqs and the findings that fire on them.
+
+    A step whose `id` the run already holds is not stored again; its seq is returned.
+    Raises policy.PolicyInvalid when the project's policy cannot be used.
+    """
+    engine_policy = policy.engine_policy(project)
+    run_id = open_run(project, external_id).pk
+    watch = live_state.watch(run_id, engine_policy)
+    with watch.lock:
+        try:
+            with transaction.atomic():
+                return _append_locked(run_id, calls, watch)
+        except BaseException:
+            live_state.forget(run_id, watch)  # it may have seen steps that were rolled back
+            raise
+
+
+def _append_locked(
+    run_id: int, calls: Sequence[dict[str, Any]], watch: live_state.Watch
+) -> Appended:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    watch.catch_up(run.pk)  # what other processes appended since this one last looked
+    ids = {storage.clean_text(str(c["id"])[:255]) for c in calls if c.get("id")}
+    known = dict(
+        Step.objects.filter(run_id=run.pk, source_id__in=ids).values_list("source_id", "seq")
+    )
+    seqs: list[int] = []
+    rows: list[tuple] = []
+    fired: list[detection.Finding] = []
+    tools = set(run.tools)
+    for call in calls:
+        source_id = storage.clean_text(str(call["id"])[:255]) if call.get("id") else ""
+        if source_id in known:
+            seqs.append(known[source_id])
+            continue
+        values, step = storage.step_values(run.pk, step_from_call(watch.seen, call), watch.policy)
+        rows.append(values)
+        if source_id:
+            known[source_id] = step.seq
+        if step.tool and len(tools) < 200:
+            tools.add(step.tool[:200])
+        seqs.append(step.seq)
+        fired.extend(watch.observe(step))
+    if not rows:  # only retries: nothing changes
+        verdict = watch.verdict if run.verdict == Verdict.PENDING else run.verdict
+        return Appended(run, seqs, [], verdict)
+    storage.copy_rows(Step._meta.db_table, storage.STEP_COLUMNS, rows)
+    _save_append(run, rows, sorted(tools), watch, fired)
+    return Appended(run, seqs, fired, run.verdict)
+
+
+def _save_append(
+    run: Run, rows: list[tuple], tools: list[str], watch: live_state.Watch, fired: list
+) -> None:
+    """Write the run row after an append (and its findings when some fired)."""
+    times = [t for row in rows for t in (row[11], row[12]) if t is not None]
+    run.live = True
+    run.next_seq = watch.seen
+    run.version += 1
+    run.last_append_at = timezone.now()
+    run.step_count = watch.seen
+    run.tool_call_count += sum(1 for row in rows if row[2] == "tool_call")
+    run.tools = tools
+    if times:
+        run.started_at = min([run.started_at, *times] if run.started_at else times)
+        run.ended_at = max([run.ended_at, *times] if run.ended_at else times)
+    if fired or run.verdict == Verdict.PENDING:
+        run.verdict = watch.verdict
+        findings = watch.monitor.findings
+        run.detectors = sorted({f.detector for f in findings if f.severity != "info"})
+        Finding.objects.filter(run_id=run.pk).delete()
+        Finding.objects.bulk_create(analysis.finding_row(run, f) for f in findings)
+    run.save(
+        update_fields=[
+            "live", "next_seq", "version", "last_append_at", "step_count", "tool_call_count",
+            "tools", "started_at", "ended_at", "verdict", "detectors",
+        ]
+    )  # fmt: skip
+
+
+def check_live(project: Project, external_id: str, tool: str, args: Any = None) -> detection.Check:
+    """Would `tool(args)` be a loop next in this live run? An unknown run has seen nothing.
+
+    Raises policy.PolicyInvalid when the project's policy cannot be used.
+    """
+    runs = live_runs(project).filter(external_id=session_id(external_id))
+    run_id = runs.values_list("pk", flat=True).first()
+    if run_id is None:
+        return detection.Check("ok", (), "")
+    watch = live_state.watch(run_id, policy.engine_policy(project))
+    with watch.lock:
+        watch.catch_up(run_id)
+        return watch.monitor.check(tool, args)
+
+
+def end_run(project: Project, external_id: str) -> Run | None:
+    """End a live run and queue its analysis (as any other run's); None if unknown.
+
+    Ending an ended run changes nothing. The verdict returned is the live one.
+    """
+    with transaction.atomic():
+        runs = live_runs(project).select_for_update().filter(external_id=session_id(external_id))
+        run = runs.first()
+        if run is not None and run.live:
+            _end(run)
+    return run
+
+
+def _end(run: Run) -> None:
+    """Mark a locked live run ended and queue its analysis (pending until it is done, so
+    that recovery queues it again if the task is lost)."""
+    Run.objects.filter(pk=run.pk).update(live=False, verdict=Verdict.PENDING)
+    run.live = False
+    queue.queue_analysis([run.pk])
+
+
+def end_quiet_runs(*, quiet_seconds: float | None = None) -> int:
+    """End the live runs with no append for LOOPBOARD_LIVE_QUIET_SECONDS; return how many."""
+    if quiet_seconds is None:
+        quiet_seconds = settings.LOOPBOARD_LIVE_QUIET_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=quiet_seconds)
+    quiet = Run.objects.filter(live=True, last_append_at__lte=cutoff)
+    ended = 0
+    for run_id in list(quiet.values_list("pk", flat=True)[:1000]):
+        with transaction.atomic():
+            run = quiet.select_for_update().filter(pk=run_id).first()  # still quiet?
+            if run is not None:
+                _end(run)
+                ended += 1
+    return ended
+
+
 def step_from_call(seq: int, call: dict[str, Any]) -> detection.Step:
-    """Return the engine's step for one call or message given to the live check API."""
+    """Return the engine's step for one call or message given to the live API."""
     kind = call.get("kind") or ("tool_call" if call.get("tool") else "assistant")
     if call.get("role") in ("user", "assistant", "system") and not call.get("tool"):
         kind = call["role"]
+    started_at = _epoch(call.get("started_at"))
     return detection.Step(
         seq=seq,
         kind=kind,
@@ -45,5 +244,28 @@ def step_from_call(seq: int, call: dict[str, Any]) -> detection.Step:
         args=call.get("args"),
         result=call.get("result"),
         status=call["status"] if call.get("status") in ("error", "invalid") else "ok",
+        batch_id=call.get("batch_id"),
         text=call.get("text") or call.get("content"),
+        started_at=started_at if started_at is not None else _epoch(call.get("ts")),
+        ended_at=_epoch(call.get("ended_at")),
+        tokens_in=call.get("tokens_in"),
+        tokens_out=call.get("tokens_out"),
+        cost=call.get("cost"),
     )
+
+
+def _epoch(value: Any) -> float | None:
+    """Return epoch seconds for a number or an ISO 8601 string; None otherwise."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    return None

@@ -1,0 +1,83 @@
+"""Each web process's Monitors of live runs: a bounded LRU cache in front of the stored steps.
+
+The durable state of a live run is its row (`Run.next_seq`, `Run.version`) and its stored
+steps; a `Watch` is only what this process has already read of them. Before it answers, a
+watch catches up by reading the steps it has not seen (seq >= `seen`), so each step is
+observed once per process: O(1) amortized per step, O(n) once after a restart or an eviction.
+Any process can answer for any run, and a lost or stale watch costs time, never correctness.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+import detection
+from detection.findings import worst
+
+from ..models import Step
+from . import storage
+
+_cache: OrderedDict[int, Watch] = OrderedDict()
+_guard = threading.Lock()  # guards the dict; each watch has its own lock for its monitor
+
+
+@dataclass(eq=False)
+class Watch:
+    """One live run's Monitor in this process and how far it has read the run."""
+
+    policy: detection.Policy
+    monitor: detection.Monitor
+    seen: int = 0  # the next seq to observe: every step before it was observed
+    verdict: str = "ok"  # the worst severity fired so far (info counts as ok)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe(self, step: detection.Step) -> list[detection.Finding]:
+        """Observe one step (the next seq) and return what fires on it."""
+        fired = self.monitor.observe(step)
+        self.seen = step.seq + 1
+        for finding in fired:
+            self.verdict = worst((self.verdict, finding.severity))
+        return fired
+
+    def catch_up(self, run_id: int) -> None:
+        """Observe the stored steps of the run this watch has not seen yet, in order."""
+        rows = (
+            Step.objects.filter(run_id=run_id, seq__gte=self.seen)
+            .order_by("seq")
+            .values_list(*storage.STEP_FIELDS)
+            .iterator(chunk_size=5000)
+        )
+        for row in rows:
+            self.observe(storage.engine_step(*row))
+
+
+def watch(run_id: int, policy: detection.Policy) -> Watch:
+    """Return this process's watch of a live run, a new one if it has none or if the
+    project's policy changed since (the new one reads the run again)."""
+    with _guard:
+        found = _cache.get(run_id)
+        if found is not None and found.policy == policy:
+            _cache.move_to_end(run_id)
+            return found
+        found = Watch(policy, detection.Monitor(policy))
+        _cache[run_id] = found
+        while len(_cache) > max(settings.LOOPBOARD_LIVE_CACHE_RUNS, 1):
+            _cache.popitem(last=False)
+        return found
+
+
+def forget(run_id: int, stale: Watch | None = None) -> None:
+    """Drop the watch of a run (only `stale`, when given: a newer one stays)."""
+    with _guard:
+        if stale is None or _cache.get(run_id) is stale:
+            _cache.pop(run_id, None)
+
+
+def clear() -> None:
+    """Drop every watch (as a restart does)."""
+    with _guard:
+        _cache.clear()
