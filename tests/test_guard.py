@@ -140,3 +140,45 @@ def test_the_openai_loop_example_is_stopped_by_the_local_guard():
     assert "loopboard stopped the loop: 1 call(s) not made" in done.stdout
     assert "turn 5: web_search({'q': 'loopboard docs'}) -> stop" in done.stdout
     assert "model: I am stuck and will stop here." in done.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_remote_guard_stops_a_loop_on_the_live_run_and_ends_it(live_server, key, project):
+    from runs.models import Run
+
+    search = Tool()
+    with Guard.remote("agent-7", url=live_server.url, key=key, is_error=failing) as guard:
+        guard.message("user", "find it")
+        answers = [guard.call("search", {"q": "same"}, search) for _ in range(7)]
+        healthy = guard.call("fetch", {"url": "a"}, lambda url: f"page {url}")
+    assert search.calls == 4 and guard.stopped == 3
+    assert "search already failed 4 times" in answers[4]
+    assert healthy == "page a"
+    run = Run.objects.get(project=project, external_id="agent-7")
+    steps = list(run.steps.order_by("seq").values_list("kind", "tool", "status"))
+    assert steps[0][0] == "user" and len(steps) == 6  # the message, 4 failures, 1 success
+    assert steps[1:5] == [("tool_call", "search", "error")] * 4
+    assert not run.live  # ended on leaving the with block: analyzed like any other run
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_openai_loop_example_is_stopped_on_a_live_run(live_server, key, project):
+    from runs.models import Run
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "guard_openai_loop.py"), "--remote"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "LOOPBOARD_URL": live_server.url,
+            "LOOPBOARD_API_KEY": key,
+            "LOOPBOARD_SESSION_ID": "example-1",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "loopboard stopped the loop: 1 call(s) not made" in done.stdout
+    assert done.stderr == ""
+    run = Run.objects.get(project=project, external_id="example-1")
+    assert run.steps.filter(kind="tool_call").count() == 4 and not run.live

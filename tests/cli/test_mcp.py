@@ -85,3 +85,31 @@ def test_loopboard_mcp_serves_its_tools_over_stdio(tmp_path):
     assert {tool.name for tool in listed.tools} == TOOLS
     check = next(tool for tool in listed.tools if tool.name == "check_next_call")
     assert set(check.input_schema["properties"]) == {"tool", "args", "session_id"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_check_next_call_and_recent_findings_follow_the_sessions_live_run(
+    live_server, key, project, monkeypatch
+):
+    from loopboard.guard import Guard
+
+    server = build_server(live_server.url, key)
+    call_ = {"tool": "web_search", "args": {"q": "same"}, "session_id": "sess-1"}
+    error, answer = call(server, "check_next_call", call_)
+    assert not error and answer["verdict"] == "ok" and answer["message"] == ""
+    error, answer = call(server, "recent_findings", {"session_id": "sess-1"})
+    assert answer == {"run_id": None, "verdict": "ok", "findings": []}
+
+    guard = Guard.remote("sess-1", url=live_server.url, key=key)  # the agent's own calls
+    for _ in range(5):
+        guard.record("web_search", {"q": "same"}, {"results": []})
+
+    monkeypatch.setenv("LOOPBOARD_SESSION_ID", "sess-1")  # the session from the environment
+    error, answer = call(server, "check_next_call", {"tool": "web_search", "args": {"q": "same"}})
+    assert not error, answer
+    assert answer["verdict"] == "stop" and "web_search" in answer["message"]
+    assert answer["findings"][0]["detector"] == "repeat"
+    error, answer = call(server, "recent_findings", {"limit": 5})
+    assert not error, answer
+    assert answer["verdict"] == "stop" and answer["findings"][0]["severity"] == "stop"
+    assert answer["url"] == f"{live_server.url}/runs/{answer['run_id']}/"
