@@ -182,3 +182,16 @@ def test_the_openai_loop_example_is_stopped_on_a_live_run(live_server, key, proj
     assert done.stderr == ""
     run = Run.objects.get(project=project, external_id="example-1")
     assert run.steps.filter(kind="tool_call").count() == 4 and not run.live
+
+
+def test_the_openai_agents_example_is_stopped_by_the_local_guard():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "guard_openai_agents.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "loopboard stopped the loop: 1 call(s) not made" in done.stdout
+    assert "web_search -> 'web_search already failed 4 times" in done.stdout
+    assert "model: I am stuck and will stop here." in done.stdout
