@@ -107,10 +107,13 @@ class _Remote:
         try:
             return send(self.session_id, *args)
         except LiveError as exc:
-            if not self.warned:
-                self.warned = True
-                print(f"loopboard: not checked, going on ({exc})", file=sys.stderr)
+            self._warn(exc)
             return None
+
+    def _warn(self, exc: LiveError) -> None:
+        if not self.warned:
+            self.warned = True
+            print(f"loopboard: not checked, going on ({exc})", file=sys.stderr)
 
     def check(self, tool: str, args: Any) -> Verdict:
         answer = self._ask(self.client.check, tool, jsonable(args))
@@ -124,7 +127,11 @@ class _Remote:
         self._ask(self.client.append, [jsonable(step)])
 
     def end(self) -> None:
-        self._ask(self.client.end)
+        try:
+            self.client.end(self.session_id)
+        except LiveError as exc:
+            if exc.status != 404:  # 404: no call was recorded, so there is no run to end
+                self._warn(exc)
 
 
 OnStop = Literal["return", "raise"]

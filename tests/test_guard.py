@@ -162,6 +162,13 @@ def test_remote_guard_stops_a_loop_on_the_live_run_and_ends_it(live_server, key,
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_remote_guard_that_made_no_call_ends_quietly(live_server, key, capfd):
+    with Guard.remote("never-called", url=live_server.url, key=key) as guard:
+        assert guard.check("search", {"q": "x"}).verdict == "ok"
+    assert capfd.readouterr().err == ""
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_openai_loop_example_is_stopped_on_a_live_run(live_server, key, project):
     from runs.models import Run
 
