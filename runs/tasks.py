@@ -7,7 +7,7 @@ from django.db import OperationalError
 
 from loopboard.celery import app
 
-from .services import analysis, ingest, otlp, recovery
+from .services import analysis, ingest, live, otlp, recovery
 
 # A lost database is retried for about 25 minutes (1 s, 2 s, 4 s ... then every 5 minutes);
 # whatever outlasts that is picked up by `recover`, which beat runs every minute.
@@ -40,8 +40,10 @@ def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) ->
 
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
 def recover() -> None:
-    """Queue again what a dead worker, a lost task or an outage left unfinished."""
+    """Queue again what a dead worker, a lost task or an outage left unfinished, and end the
+    live runs gone quiet."""
     recovery.requeue_stale()
+    live.end_quiet_runs()
 
 
 @worker_ready.connect

@@ -104,14 +104,20 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     """
     engine_policy = policy.engine_policy(project)
     run_id = open_run(project, external_id).pk
+    # Inside a caller's transaction the append may still be rolled back after it returns:
+    # then this process must not keep a Monitor that saw it.
+    durable = not transaction.get_connection().in_atomic_block
     watch = live_state.watch(run_id, engine_policy)
     with watch.lock:
         try:
             with transaction.atomic():
                 return _append_locked(run_id, calls, watch)
         except BaseException:
-            live_state.forget(run_id, watch)  # it may have seen steps that were rolled back
+            durable = False  # it may have seen steps that were rolled back
             raise
+        finally:
+            if not durable:
+                live_state.forget(run_id, watch)
 
 
 def _append_locked(

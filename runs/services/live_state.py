@@ -70,11 +70,13 @@ def watch(run_id: int, policy: detection.Policy) -> Watch:
         return found
 
 
-def forget(run_id: int, stale: Watch | None = None) -> None:
-    """Drop the watch of a run (only `stale`, when given: a newer one stays)."""
+def forget(run_id: int, stale: Watch) -> None:
+    """Drop a watch that may have seen steps that were then rolled back; whoever still holds
+    it reads the run again from the start (call it with the watch's lock held)."""
+    stale.monitor, stale.seen, stale.verdict = detection.Monitor(stale.policy), 0, "ok"
     with _guard:
-        if stale is None or _cache.get(run_id) is stale:
-            _cache.pop(run_id, None)
+        if _cache.get(run_id) is stale:
+            del _cache[run_id]
 
 
 def clear() -> None:

@@ -1,0 +1,242 @@
+"""Live runs against the real PostgreSQL: racing appends, rollbacks, restarts, the quiet end,
+and live findings that agree with the final analysis."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+from datetime import timedelta
+
+import pytest
+
+SEARCH = {"tool": "web_search", "args": {"q": "same"}, "result": {"hits": []}}
+
+
+def _append_in_child(project_id: int, prefix: str, count: int, start, done) -> None:
+    """Append `count` steps one at a time from a separate process (its own connection)."""
+    from django.db import connections
+
+    from runs.models import Project
+    from runs.services import live
+
+    connections.close_all()  # never share the parent's socket
+    try:
+        project = Project.objects.get(pk=project_id)
+        start.wait()
+        for i in range(count):
+            call = {"tool": "read", "args": {"i": i, "who": prefix}, "id": f"{prefix}-{i}"}
+            live.append_steps(project, "raced", [call])
+        done.put((prefix, "ok"))
+    except BaseException as exc:  # report, so the parent test fails with the reason
+        done.put((prefix, repr(exc)))
+    finally:
+        connections.close_all()
+
+
+def _die_holding_the_lock(project_id: int, locked) -> None:
+    """Append inside a transaction, then die before it commits (the row lock is held)."""
+    from django.db import connections, transaction
+
+    from runs.models import Project
+    from runs.services import live
+
+    connections.close_all()
+    project = Project.objects.get(pk=project_id)
+    with transaction.atomic():
+        live.append_steps(project, "killed", [{**SEARCH, "id": "lost-1"}, SEARCH])
+        locked.set()
+        os._exit(1)  # no commit, no rollback: PostgreSQL drops the transaction
+
+
+def _stored(run_id: int) -> list[tuple[int, str]]:
+    from runs.models import Step
+
+    return list(Step.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "source_id"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_processes_appending_to_one_run_lose_and_double_nothing(project):
+    from django.db import connections
+
+    from runs.models import Run
+    from runs.services import live
+
+    live.open_run(project, "raced")
+    n = 40
+    context = multiprocessing.get_context("fork")
+    start, done = context.Event(), context.Queue()
+    connections.close_all()
+    children = [
+        context.Process(target=_append_in_child, args=(project.pk, who, n, start, done))
+        for who in ("a", "b")
+    ]
+    for child in children:
+        child.start()
+    start.set()
+    results = sorted(done.get(timeout=120) for _ in children)
+    for child in children:
+        child.join(timeout=30)
+    assert results == [("a", "ok"), ("b", "ok")]
+    run = Run.objects.get(external_id="raced")
+    stored = _stored(run.pk)
+    assert [seq for seq, _ in stored] == list(range(2 * n))
+    ids = [source_id for _, source_id in stored]
+    assert len(set(ids)) == 2 * n
+    for who in ("a", "b"):  # each process's steps in its own order
+        mine = [int(i.split("-")[1]) for i in ids if i.startswith(who)]
+        assert mine == list(range(n))
+    assert run.next_seq == run.step_count == 2 * n and run.version == 2 * n
+    # this process caught up with what the others appended, once
+    check = live.check_live(project, "raced", "read", {"i": 0, "who": "a"})
+    assert check.verdict == "ok"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_killed_before_commit_loses_nothing_else(project):
+    from django.db import connections
+
+    from runs.models import Run
+    from runs.services import live
+
+    live.append_steps(project, "killed", [{**SEARCH, "id": "kept-0"}])
+    context = multiprocessing.get_context("fork")
+    locked = context.Event()
+    connections.close_all()
+    child = context.Process(target=_die_holding_the_lock, args=(project.pk, locked))
+    child.start()
+    assert locked.wait(timeout=60)
+    # waits on the dead child's row lock, then goes on where the committed steps end
+    appended = live.append_steps(project, "killed", [{**SEARCH, "id": "kept-1"}])
+    child.join(timeout=30)
+    assert appended.seqs == [1]
+    run = Run.objects.get(external_id="killed")
+    assert _stored(run.pk) == [(0, "kept-0"), (1, "kept-1")]
+    assert run.next_seq == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_append_is_forgotten_by_this_process_too(project):
+    from django.db import transaction
+
+    from runs.services import live
+
+    live.append_steps(project, "rb", [SEARCH, SEARCH])
+    with pytest.raises(RuntimeError), transaction.atomic():
+        live.append_steps(project, "rb", [SEARCH, SEARCH])
+        raise RuntimeError("the caller gave up")
+    # two stored calls: a third is a warn (repeat warns at 3), not the stop of five
+    assert live.check_live(project, "rb", "web_search", {"q": "same"}).verdict == "warn"
+    assert live.append_steps(project, "rb", [SEARCH]).seqs == [2]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restarted_process_reads_the_run_once_and_answers_the_same(project):
+    from runs.services import live, live_state, policy
+
+    live.append_steps(project, "restart", [{"role": "user", "text": "go"}, SEARCH])
+    run_id = live.find_run(project, "restart").pk
+    watch = live_state.watch(run_id, policy.engine_policy(project))
+    live.append_steps(project, "restart", [SEARCH])
+    before = live.check_live(project, "restart", "web_search", {"q": "same"})
+    # the same Monitor went on from where it was, without reading the run again
+    assert live_state.watch(run_id, policy.engine_policy(project)) is watch
+    assert watch.seen == 3 and watch.monitor.steps == 3
+    live_state.clear()
+    after = live.check_live(project, "restart", "web_search", {"q": "same"})
+    assert before.to_dict() == after.to_dict() and after.verdict == "warn"
+    appended = live.append_steps(project, "restart", [SEARCH])
+    assert appended.seqs == [3] and appended.verdict == "warn"
+
+
+@pytest.mark.django_db
+def test_quiet_live_runs_are_ended_by_the_beat_and_queued(
+    project, settings, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    from runs import tasks
+    from runs.models import Run
+    from runs.services import live
+
+    settings.LOOPBOARD_LIVE_QUIET_SECONDS = 60
+    quiet = live.append_steps(project, "quiet", [SEARCH]).run
+    busy = live.append_steps(project, "busy", [SEARCH]).run
+    Run.objects.filter(pk=quiet.pk).update(last_append_at=timezone.now() - timedelta(seconds=61))
+    with django_capture_on_commit_callbacks() as queued:
+        tasks.recover()
+    quiet.refresh_from_db()
+    busy.refresh_from_db()
+    assert quiet.live is False and quiet.verdict == "pending"
+    assert busy.live is True
+    assert len(queued) == 1
+
+
+def _generated_steps(rng: random.Random, length: int) -> list[dict]:
+    """A run of a few tools, arguments and results, with user turns, failures and (in half
+    the runs) sub-trees: steps whose parent is an earlier step."""
+    steps: list[dict] = [{"role": "user", "text": "start"}]
+    spread, tree = rng.choice([2, 4]), rng.random() < 0.5
+    for i in range(length):
+        roll = rng.random()
+        if roll < 0.05:
+            steps.append({"role": "user", "text": f"more {rng.randint(0, 2)}"})
+        elif roll < 0.1:
+            steps.append({"role": "assistant", "text": rng.choice(["let me retry", "hmm"])})
+        else:
+            tool = rng.choice(["web_search", "read_file", "bash", "edit_file"])
+            failed = rng.random() < 0.3
+            step = {
+                "tool": tool,
+                "args": {"q": rng.randrange(spread)},
+                "result": f"error: no luck {rng.randint(0, 1)}" if failed else rng.randint(0, 2),
+                "status": "error" if failed else "ok",
+                "id": f"s{i}",
+            }
+            if tree and i > 3 and rng.random() < 0.3:
+                step["parent_id"] = f"s{rng.randrange(max(i - 6, 0), i)}"
+            steps.append(step)
+    return steps
+
+
+def _row(finding) -> tuple:
+    """What a finding says about where the loop is (its count and seqs go on growing
+    after it last fired; the stored live row is rewritten only when something fires)."""
+    return (finding.detector, finding.severity, finding.tool or "", finding.signature,
+            finding.threshold, finding.started_at, finding.fired_at, finding.stop_at)  # fmt: skip
+
+
+def _full(finding) -> tuple:
+    return (*_row(finding), list(finding.seqs), finding.count, finding.message,
+            finding.waste_steps)  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)  # outside a transaction: the cached Monitors
+@pytest.mark.parametrize("seed", range(16))
+def test_live_findings_agree_with_the_final_analysis(project, seed):
+    from runs.models import Finding, Run
+    from runs.services import analysis, live, live_state, policy
+
+    rng = random.Random(seed)
+    steps = _generated_steps(rng, rng.randint(20, 120))
+    fired = set()
+    i = 0
+    while i < len(steps):
+        size = rng.choice([1, 1, 2, 5, 17])
+        appended = live.append_steps(project, f"gen-{seed}", steps[i : i + size])
+        fired |= {(f.detector, f.signature, f.fired_at) for f in appended.findings}
+        i += size
+    run = Run.objects.get(external_id=f"gen-{seed}")
+    live_rows = sorted(_row(f) for f in Finding.objects.filter(run=run))
+    live_verdict = run.verdict
+    assert live.end_run(project, f"gen-{seed}").verdict == live_verdict
+    analysis.analyze_run(run.pk)
+    run.refresh_from_db()
+    final = list(Finding.objects.filter(run=run))
+    assert sorted(_row(f) for f in final) == live_rows
+    # and the live Monitor itself says exactly what the analysis wrote, counts included
+    monitor = live_state.watch(run.pk, policy.engine_policy(project)).monitor
+    written = [analysis.finding_row(run, f) for f in monitor.findings]
+    assert sorted(_full(f) for f in final) == sorted(_full(f) for f in written)
+    assert {(f.detector, f.signature, f.fired_at) for f in final} == fired
+    assert run.verdict == live_verdict and run.live is False
