@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.run_list, name="list"),
     path("overview/", views.overview, name="overview"),
     path("runs/<int:run_id>/", views.run_detail, name="detail"),
+    path("runs/<int:run_id>/live/", views.run_live, name="live"),
     path("runs/<int:run_id>/steps/<int:seq>/", views.step_detail, name="step"),
     path("runs/<int:run_id>/tree/", views.run_tree, name="tree"),
     path("runs/<int:run_id>/ledger/", views.run_ledger, name="ledger"),

@@ -144,9 +144,30 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         rows=timeline.UNFOLD_PAGE if flat else timeline.ROWS_PER_PAGE,
         highlight=highlight,
     )
-    context |= {"timeline": window, "flat": flat, "focus": focus}
+    # A live run's page polls for new steps when it shows the timeline to its end.
+    live_after = run.step_count if window.more_from is None else -1
+    context |= {"timeline": window, "flat": flat, "focus": focus, "live_after": live_after}
     template = "runs/run_detail.html#step-rows" if request.htmx else "runs/run_detail.html"
     return render(request, template, context)
+
+
+@require_GET
+@login_required
+def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
+    """What a live run's page polls: the steps from seq `after` (none when -1), the header
+    and the findings; 286 (stop polling) once the run has ended."""
+    run = access.get_run(request.user, run_id)
+    after = _int(request.GET.get("after"), -1)
+    new_steps = None
+    if after is not None and 0 <= after < run.step_count:
+        new_steps = timeline.build_window(run, after, folded=False, rows=timeline.UNFOLD_PAGE)
+        after = new_steps.more_from if new_steps.more_from is not None else run.step_count
+        new_steps.more_from = None  # the next poll brings the rest
+    context = run_header_context(run) | {"new_steps": new_steps, "live_after": after}
+    response = render(request, "runs/run_detail.html#live-update", context)
+    if not run.live:
+        response.status_code = HTMX_STOP_POLLING
+    return response
 
 
 @require_GET
