@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 import detection
@@ -171,16 +172,31 @@ def _save_append(
         run.ended_at = max([run.ended_at, *times] if run.ended_at else times)
     if fired or run.verdict == Verdict.PENDING:
         run.verdict = watch.verdict
-        findings = watch.monitor.findings
-        run.detectors = sorted({f.detector for f in findings if f.severity != "info"})
-        Finding.objects.filter(run_id=run.pk).delete()
-        Finding.objects.bulk_create(analysis.finding_row(run, f) for f in findings)
+        run.detectors = sorted(
+            {*run.detectors, *(f.detector for f in fired if f.severity != "info")}
+        )
+        _store_fired(run, fired)
     run.save(
         update_fields=[
             "live", "next_seq", "version", "last_append_at", "step_count", "tool_call_count",
             "tools", "started_at", "ended_at", "verdict", "detectors",
         ]
     )  # fmt: skip
+
+
+def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
+    """Write the findings that fired, each over its earlier row (a loop that escalates
+    from warn to stop keeps its detector, signature and fired_at): the cost follows what
+    fired, not the run's length. Counts and seqs go on growing in the Monitor after a
+    finding last fired; the final analysis writes them all."""
+    latest = {(f.detector, f.signature or "", f.fired_at or 0): f for f in fired}
+    if not latest:
+        return
+    same = Q()
+    for detector, signature, fired_at in latest:
+        same |= Q(detector=detector, signature=signature[:200], fired_at=fired_at)
+    Finding.objects.filter(same, run_id=run.pk).delete()
+    Finding.objects.bulk_create(analysis.finding_row(run, f) for f in latest.values())
 
 
 def check_live(project: Project, external_id: str, tool: str, args: Any = None) -> detection.Check:

@@ -90,7 +90,8 @@ def test_end_queues_analysis_and_an_append_reopens(api, project):
     assert run.live is False and run.verdict == "pending"
     assert post(api, "/s5/end", {}).json()["live"] is False  # idempotent
     reopened = post(api, "/s5/steps", {"steps": [SEARCH]})
-    assert reopened.json()["seqs"] == [3]
+    assert reopened.json()["seqs"] == [3] and reopened.json()["verdict"] == "warn"
+    assert run.findings.filter(severity="warn").exists()  # the live findings are kept
     assert api.get("/api/live/runs/s5").json()["live"] is True
 
 
