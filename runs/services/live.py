@@ -25,6 +25,11 @@ from ..models import Finding, Project, Run, Step, Verdict
 from . import analysis, live_state, policy, queue, storage
 
 LIVE_FORMAT = "live"  # the format of runs opened through the live API
+# What an append reads of the locked run row, and (from "live" on) writes back.
+APPEND_FIELDS = (
+    "id", "project", "live", "next_seq", "version", "last_append_at", "step_count",
+    "tool_call_count", "tools", "started_at", "ended_at", "verdict", "detectors",
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -104,7 +109,13 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
     engine_policy = policy.engine_policy(project)
-    run_id = open_run(project, external_id).pk
+    run_id = (
+        live_runs(project)
+        .filter(external_id=session_id(external_id))
+        .values_list("pk", flat=True)
+        .first()
+        or open_run(project, external_id).pk
+    )
     # Inside a caller's transaction the append may still be rolled back after it returns:
     # then this process must not keep a Monitor that saw it.
     durable = not transaction.get_connection().in_atomic_block
@@ -124,12 +135,15 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
 def _append_locked(
     run_id: int, calls: Sequence[dict[str, Any]], watch: live_state.Watch
 ) -> Appended:
-    run = Run.objects.select_for_update().get(pk=run_id)
-    watch.catch_up(run.pk)  # what other processes appended since this one last looked
+    run = Run.objects.select_for_update().only(*APPEND_FIELDS).get(pk=run_id)
+    if watch.seen > run.next_seq:  # read under both locks: it saw steps that are gone
+        watch.reset()
+    watch.catch_up(run.pk, run.next_seq)  # what other processes appended since
     ids = {storage.clean_text(str(c["id"])[:255]) for c in calls if c.get("id")}
-    known = dict(
-        Step.objects.filter(run_id=run.pk, source_id__in=ids).values_list("source_id", "seq")
-    )
+    known = {}
+    if ids:
+        found = Step.objects.filter(run_id=run.pk, source_id__in=ids)
+        known = dict(found.values_list("source_id", "seq"))
     seqs: list[int] = []
     rows: list[tuple] = []
     fired: list[detection.Finding] = []
@@ -176,12 +190,7 @@ def _save_append(
             {*run.detectors, *(f.detector for f in fired if f.severity != "info")}
         )
         _store_fired(run, fired)
-    run.save(
-        update_fields=[
-            "live", "next_seq", "version", "last_append_at", "step_count", "tool_call_count",
-            "tools", "started_at", "ended_at", "verdict", "detectors",
-        ]
-    )  # fmt: skip
+    run.save(update_fields=APPEND_FIELDS[2:])
 
 
 def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
@@ -205,12 +214,13 @@ def check_live(project: Project, external_id: str, tool: str, args: Any = None) 
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
     runs = live_runs(project).filter(external_id=session_id(external_id))
-    run_id = runs.values_list("pk", flat=True).first()
-    if run_id is None:
+    found = runs.values_list("pk", "next_seq").first()
+    if found is None:
         return detection.Check("ok", (), "")
+    run_id, next_seq = found
     watch = live_state.watch(run_id, policy.engine_policy(project))
     with watch.lock:
-        watch.catch_up(run_id)
+        watch.catch_up(run_id, next_seq)
         return watch.monitor.check(tool, args)
 
 

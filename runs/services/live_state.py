@@ -43,8 +43,12 @@ class Watch:
             self.verdict = worst((self.verdict, finding.severity))
         return fired
 
-    def catch_up(self, run_id: int) -> None:
-        """Observe the stored steps of the run this watch has not seen yet, in order."""
+    def catch_up(self, run_id: int, next_seq: int) -> None:
+        """Observe the stored steps of the run this watch has not seen yet, in order, given
+        the run's `next_seq` as read (no query when the watch is up to date; a `next_seq`
+        read before another request of this process appended is behind it: nothing to do)."""
+        if self.seen >= next_seq:
+            return
         rows = (
             Step.objects.filter(run_id=run_id, seq__gte=self.seen)
             .order_by("seq")
@@ -53,6 +57,10 @@ class Watch:
         )
         for row in rows:
             self.observe(storage.engine_step(*row))
+
+    def reset(self) -> None:
+        """Forget what was observed: the next catch-up reads the run from the start."""
+        self.monitor, self.seen, self.verdict = detection.Monitor(self.policy), 0, "ok"
 
 
 def watch(run_id: int, policy: detection.Policy) -> Watch:
@@ -73,7 +81,7 @@ def watch(run_id: int, policy: detection.Policy) -> Watch:
 def forget(run_id: int, stale: Watch) -> None:
     """Drop a watch that may have seen steps that were then rolled back; whoever still holds
     it reads the run again from the start (call it with the watch's lock held)."""
-    stale.monitor, stale.seen, stale.verdict = detection.Monitor(stale.policy), 0, "ok"
+    stale.reset()
     with _guard:
         if _cache.get(run_id) is stale:
             del _cache[run_id]
