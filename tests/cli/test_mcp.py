@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,13 @@ from tests.helpers import healthy_trace, looping_trace
 TOOLS = {"check_next_call", "recent_findings", "search_runs"}
 
 
+def run(scenario):
+    """Run a coroutine function to its end on a loop of its own (in a thread: an earlier test
+    of the suite may have left this thread's loop marked as running)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, scenario()).result()
+
+
 def call(server, name: str, arguments: dict) -> tuple[bool, dict | str]:
     """Call one tool through an in-process MCP client: (is_error, structured answer or text)."""
 
@@ -23,7 +31,7 @@ def call(server, name: str, arguments: dict) -> tuple[bool, dict | str]:
         async with Client(server) as client:
             return await client.call_tool(name, arguments)
 
-    result = asyncio.run(scenario())
+    result = run(scenario)
     if result.is_error:
         return True, result.content[0].text
     return False, result.structured_content
@@ -81,7 +89,7 @@ def test_loopboard_mcp_serves_its_tools_over_stdio(tmp_path):
         async with Client(params) as client:
             return await client.list_tools()
 
-    listed = asyncio.run(scenario())
+    listed = run(scenario)
     assert {tool.name for tool in listed.tools} == TOOLS
     check = next(tool for tool in listed.tools if tool.name == "check_next_call")
     assert set(check.input_schema["properties"]) == {"tool", "args", "session_id"}
