@@ -1,4 +1,5 @@
-"""The `loopboard` command: `scan` (no database), `push` (to a running server), `serve`.
+"""The `loopboard` command: `scan` (no database), `push` (to a running server), `serve`,
+`hook` (guard a coding agent through its hooks) and `mcp` (an MCP server for agents).
 
 Each subcommand lives in its own module and is imported only when used, so
 `loopboard scan` never loads Django.
