@@ -35,8 +35,10 @@ def chromium_path() -> str | None:
     return shutil.which("chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """One Chromium per test module: Playwright's sync API keeps an event loop running in
+    this thread until it stops, which would break later tests that run their own loop."""
     path = chromium_path()
     if path is None:
         if os.environ.get("LOOPBOARD_REQUIRE_E2E") == "1":
