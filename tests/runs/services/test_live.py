@@ -13,14 +13,33 @@ import pytest
 SEARCH = {"tool": "web_search", "args": {"q": "same"}, "result": {"hits": []}}
 
 
-def _append_in_child(project_id: int, prefix: str, count: int, start, done) -> None:
+def _child_django(database: str) -> None:
+    """Set Django up in a spawned process, on the parent's test database."""
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.DATABASES["default"]["NAME"] = database
+
+
+def _spawn(target, *args):  # type: ignore[no-untyped-def]
+    """Start `target(database, *args)` in a new (spawned, not forked) process."""
+    from django.conf import settings
+
+    context = multiprocessing.get_context("spawn")
+    child = context.Process(target=target, args=(settings.DATABASES["default"]["NAME"], *args))
+    child.start()
+    return child
+
+
+def _append_in_child(database: str, project_id: int, prefix: str, count: int, start, done) -> None:
     """Append `count` steps one at a time from a separate process (its own connection)."""
+    _child_django(database)
     from django.db import connections
 
     from runs.models import Project
     from runs.services import live
 
-    connections.close_all()  # never share the parent's socket
     try:
         project = Project.objects.get(pk=project_id)
         start.wait()
@@ -34,14 +53,14 @@ def _append_in_child(project_id: int, prefix: str, count: int, start, done) -> N
         connections.close_all()
 
 
-def _die_holding_the_lock(project_id: int, locked) -> None:
+def _die_holding_the_lock(database: str, project_id: int, locked) -> None:
     """Append inside a transaction, then die before it commits (the row lock is held)."""
-    from django.db import connections, transaction
+    _child_django(database)
+    from django.db import transaction
 
     from runs.models import Project
     from runs.services import live
 
-    connections.close_all()
     project = Project.objects.get(pk=project_id)
     with transaction.atomic():
         live.append_steps(project, "killed", [{**SEARCH, "id": "lost-1"}, SEARCH])
@@ -57,22 +76,15 @@ def _stored(run_id: int) -> list[tuple[int, str]]:
 
 @pytest.mark.django_db(transaction=True)
 def test_two_processes_appending_to_one_run_lose_and_double_nothing(project):
-    from django.db import connections
 
     from runs.models import Run
     from runs.services import live
 
     live.open_run(project, "raced")
     n = 40
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     start, done = context.Event(), context.Queue()
-    connections.close_all()
-    children = [
-        context.Process(target=_append_in_child, args=(project.pk, who, n, start, done))
-        for who in ("a", "b")
-    ]
-    for child in children:
-        child.start()
+    children = [_spawn(_append_in_child, project.pk, who, n, start, done) for who in ("a", "b")]
     start.set()
     results = sorted(done.get(timeout=120) for _ in children)
     for child in children:
@@ -94,17 +106,13 @@ def test_two_processes_appending_to_one_run_lose_and_double_nothing(project):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_append_killed_before_commit_loses_nothing_else(project):
-    from django.db import connections
 
     from runs.models import Run
     from runs.services import live
 
     live.append_steps(project, "killed", [{**SEARCH, "id": "kept-0"}])
-    context = multiprocessing.get_context("fork")
-    locked = context.Event()
-    connections.close_all()
-    child = context.Process(target=_die_holding_the_lock, args=(project.pk, locked))
-    child.start()
+    locked = multiprocessing.get_context("spawn").Event()
+    child = _spawn(_die_holding_the_lock, project.pk, locked)
     assert locked.wait(timeout=60)
     # waits on the dead child's row lock, then goes on where the committed steps end
     appended = live.append_steps(project, "killed", [{**SEARCH, "id": "kept-1"}])
