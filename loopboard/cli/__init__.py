@@ -8,6 +8,7 @@ Each subcommand lives in its own module and is imported only when used, so
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -28,4 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: loopboard COMMAND [options]\n\ncommands:\n" + "\n".join(lines))
         return 0 if args and args[0] in ("-h", "--help") else 2
     module = importlib.import_module(COMMANDS[args[0]][0])
-    return module.main(args[1:])
+    try:
+        return module.main(args[1:])
+    except BrokenPipeError:  # the reader went away (`loopboard scan … | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

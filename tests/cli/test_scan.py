@@ -128,3 +128,17 @@ def test_json_gives_where_each_loop_started_fired_and_stopped(capsys):
     assert (finding["started_at"], finding["fired_at"], finding["stop_at"]) == (1, 5, 9)
     code, out, _ = run_scan(capsys, path)
     assert "at step 5, started at 1, stop at 9;" in out
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """`loopboard scan … | head -1`: no traceback when the reader goes away."""
+    reader = subprocess.Popen(
+        # more than a pipe buffer of output (64 KiB), so the writer meets the closed pipe
+        [sys.executable, "-m", "loopboard.cli", "scan", "--explain-format", *[str(DATA)] * 10],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    reader.stdout.readline()
+    reader.stdout.close()
+    _, err = reader.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
