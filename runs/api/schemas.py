@@ -71,12 +71,13 @@ class RunOut(Schema):
     analyzed_at: datetime | None
 
 
-class FindingOut(Schema):
-    """One thing the engine found in a run, with the message meant for the agent."""
+class LiveFindingOut(Schema):
+    """A finding: where its loop started, fired and stops, and the message meant for the
+    agent (what a live append answers; FindingOut adds what the steps after it cost)."""
 
     detector: str
     severity: str
-    tool: str
+    tool: str | None
     signature: str
     seqs: list[int]
     count: int
@@ -86,6 +87,13 @@ class FindingOut(Schema):
     stop_at: int | None
     rule: str
     message: str
+
+
+class FindingOut(LiveFindingOut):
+    """One thing the engine found in a run, with the message meant for the agent, and what
+    the steps after it cost."""
+
+    tool: str
     waste_steps: int
     waste_tokens: int | None
     waste_cost: float | None
@@ -190,18 +198,23 @@ class CallIn(BaseModel):
         return _bounded(value)
 
 
-class CheckIn(Schema):
-    """The next tool call, and the run so far: a stored run's id, or the calls themselves."""
+class NextCallIn(Schema):
+    """The next tool call of an agent: its tool and arguments."""
 
     tool: str = Field(min_length=1, max_length=200)
     args: Any = None
-    run_id: int | None = Field(None, ge=1, le=2**63 - 1)
-    calls: list[CallIn] = Field(default_factory=list, max_length=10_000)
 
     @field_validator("args")
     @classmethod
     def check_depth(cls, value: Any) -> Any:
         return _bounded(value)
+
+
+class CheckIn(NextCallIn):
+    """The next tool call, and the run so far: a stored run's id, or the calls themselves."""
+
+    run_id: int | None = Field(None, ge=1, le=2**63 - 1)
+    calls: list[CallIn] = Field(default_factory=list, max_length=10_000)
 
 
 class CheckFindingOut(Schema):
@@ -281,23 +294,6 @@ class AppendIn(Schema):
     steps: list[StepIn] = Field(min_length=1, max_length=500)
 
 
-class LiveFindingOut(Schema):
-    """A finding that fired on an appended step."""
-
-    detector: str
-    severity: str
-    tool: str | None
-    signature: str
-    seqs: list[int]
-    count: int
-    threshold: int
-    started_at: int | None
-    fired_at: int
-    stop_at: int | None
-    rule: str
-    message: str
-
-
 class AppendOut(Schema):
     """Where each given step is (a retried one: where it already was), what fired on the
     new steps, and the run's verdict so far."""
@@ -308,16 +304,8 @@ class AppendOut(Schema):
     verdict: str
 
 
-class LiveCheckIn(Schema):
+class LiveCheckIn(NextCallIn):
     """The next tool call of a live run."""
-
-    tool: str = Field(min_length=1, max_length=200)
-    args: Any = None
-
-    @field_validator("args")
-    @classmethod
-    def check_depth(cls, value: Any) -> Any:
-        return _bounded(value)
 
 
 class LiveEndOut(Schema):

@@ -114,3 +114,12 @@ def fnumber(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not isfinite(value):
         return None
     return float(value)
+
+
+def token_sum(usage: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The sum of the token counts a usage object gives under these keys (input tokens that
+    a provider splits into fresh, cache-read and cache-written), None when it gives none."""
+    parts = [number(usage.get(key)) for key in keys]
+    if all(part is None for part in parts):
+        return None
+    return sum(part or 0 for part in parts)

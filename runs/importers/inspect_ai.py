@@ -57,7 +57,7 @@ from detection.model import Run, Step
 
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
-from .content import content_text, number, parse_time
+from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
 from .reading import Limits, iter_members, read_document
@@ -470,12 +470,11 @@ def _model(state: _State, event: dict[str, Any], under: Step | None, when: float
 
 
 def _usage(step: Step, usage: dict[str, Any]) -> None:
-    parts = [
-        number(usage.get(k))
-        for k in ("input_tokens", "input_tokens_cache_read", "input_tokens_cache_write")
-    ]
-    if any(p is not None for p in parts):
-        step.tokens_in = sum(p or 0 for p in parts)
+    tokens_in = token_sum(
+        usage, ("input_tokens", "input_tokens_cache_read", "input_tokens_cache_write")
+    )
+    if tokens_in is not None:
+        step.tokens_in = tokens_in
     step.tokens_out = number(usage.get("output_tokens"))
 
 

@@ -49,7 +49,7 @@ from detection.model import Run, Step
 
 from . import text_errors
 from .builders import finish_run, set_result, text_step, tool_step
-from .content import content_text, number, parse_time
+from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
 from .reading import BOM, JsonlReader, Limits, iter_document, looks_like_jsonl, stream_head
@@ -399,12 +399,11 @@ def _result(
 
 
 def _usage(step: Step, usage: dict[str, Any]) -> None:
-    parts = [
-        number(usage.get(k))
-        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    ]
-    if any(p is not None for p in parts):
-        step.tokens_in = sum(p or 0 for p in parts)
+    tokens_in = token_sum(
+        usage, ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    if tokens_in is not None:
+        step.tokens_in = tokens_in
     step.tokens_out = number(usage.get("output_tokens"))
 
 

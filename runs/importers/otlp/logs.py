@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ..content import parse_time
-from ..errors import TraceError
 from .spans import (
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
@@ -35,18 +34,17 @@ from .spans import (
     SpanGroup,
     _any_value,
     _attributes,
-    _fields,
     _get,
     _ignore,
     _nanos,
     _pb_value,
-    _read_field,
-    _read_varint,
     _session,
     decode_export,
     decompress,
     encoding_of,
+    first_record,
     group_key,
+    iter_pb_fields,
     otlp_id,
 )
 
@@ -287,17 +285,8 @@ def looks_like_protobuf(head: bytes) -> bool:
     """Return whether head is an ExportLogsServiceRequest: walk the wire format down to the
     first log record and check that its first field is one a LogRecord has, with its wire
     type (a span begins with a 16-byte trace id instead: spans.looks_like_protobuf)."""
-    try:
-        for _, resource_logs, _ in _fields(head, {1}):
-            for number, scope_logs, _ in _fields(resource_logs, {1, 2, 3}):
-                if number != 2:
-                    continue
-                for kind, record, _ in _fields(scope_logs, {1, 2, 3}):
-                    if kind == 2:
-                        return _record_start_ok(record)
-    except (ValueError, IndexError):
-        return False
-    return False
+    record = first_record(head)
+    return record is not None and _record_start_ok(record)
 
 
 def _record_start_ok(record: bytes) -> bool:
@@ -309,25 +298,6 @@ def _record_start_ok(record: bytes) -> bool:
 
 def iter_pb_resources(stream: IO[bytes], *, source: str) -> Iterator[Any]:
     """Yield the ResourceLogs messages of a protobuf logs file, one top-level field at a time."""
-    from google.protobuf.message import DecodeError
     from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs
 
-    offset = 0
-    while True:
-        start = offset
-        tag, offset = _read_varint(stream, offset, source=source, allow_eof=True)
-        if tag is None:
-            return
-        if tag & 7 != 2:
-            raise TraceError(
-                f"invalid protobuf: unexpected wire type at byte {start}", source=source
-            )
-        body, offset = _read_field(stream, offset, start, source=source)
-        if tag >> 3 != 1:
-            continue
-        try:
-            yield ResourceLogs.FromString(body)
-        except DecodeError as exc:
-            raise TraceError(
-                f"invalid protobuf in the ResourceLogs at byte {start}: {exc}", source=source
-            ) from None
+    return iter_pb_fields(stream, ResourceLogs, source=source)

@@ -628,26 +628,46 @@ def looks_like_protobuf(head: bytes) -> bool:
     whose first field is a 16-byte trace id. Text never passes: after 0x0a (a newline) the next
     bytes would have to be valid nested length-delimited fields, ending in a real span.
     """
+    span = first_record(head)
+    if span is None:
+        return False
     try:
-        for _, resource_spans, _ in _fields(head, {1}):
-            for number, scope_spans, _ in _fields(resource_spans, {1, 2, 3}):
-                if number != 2:
-                    continue
-                for kind, span, _ in _fields(scope_spans, {1, 2, 3}):
-                    if kind == 2:
-                        tag, pos = _varint(span, 0)
-                        length, _ = _varint(span, pos)
-                        return tag == 0x0A and length == 16
+        tag, pos = _varint(span, 0)
+        length, _ = _varint(span, pos)
     except (ValueError, IndexError):
         return False
-    return False
+    return tag == 0x0A and length == 16
+
+
+def first_record(head: bytes) -> bytes | None:
+    """The bytes of the first span (or log record) of an OTLP protobuf export request: field
+    2 of the first scope entry (field 2) of the first resource entry (field 1); None when the
+    head is not shaped so."""
+    try:
+        for _, resource, _ in _fields(head, {1}):
+            for number, scope, _ in _fields(resource, {1, 2, 3}):
+                if number != 2:
+                    continue
+                for kind, record, _ in _fields(scope, {1, 2, 3}):
+                    if kind == 2:
+                        return record
+    except (ValueError, IndexError):
+        return None
+    return None
 
 
 def iter_pb_resources(stream: IO[bytes], *, source: str) -> Iterator[Any]:
     """Yield the ResourceSpans messages of a protobuf file (one request, or several
     concatenated), reading one top-level field at a time so only one is in memory."""
-    from google.protobuf.message import DecodeError
     from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
+    return iter_pb_fields(stream, ResourceSpans, source=source)
+
+
+def iter_pb_fields(stream: IO[bytes], message: Any, *, source: str) -> Iterator[Any]:
+    """Yield field 1 of a protobuf export request file (its resources: ResourceSpans or
+    ResourceLogs) as `message`, one top-level field at a time; other fields are skipped."""
+    from google.protobuf.message import DecodeError
 
     offset = 0
     while True:
@@ -663,10 +683,11 @@ def iter_pb_resources(stream: IO[bytes], *, source: str) -> Iterator[Any]:
         if tag >> 3 != 1:
             continue  # an unknown field: protobuf readers skip those
         try:
-            yield ResourceSpans.FromString(body)
+            yield message.FromString(body)
         except DecodeError as exc:
             raise TraceError(
-                f"invalid protobuf in the ResourceSpans at byte {start}: {exc}", source=source
+                f"invalid protobuf in the {message.__name__} at byte {start}: {exc}",
+                source=source,
             ) from None
 
 
