@@ -108,6 +108,17 @@ def without_row(project: Project, tool: str) -> dict:
     return draft
 
 
+def current_version(project: Project) -> int:
+    """The project's policy version: the id of its latest PolicyChange (0 before any).
+
+    Findings, labels and back-tests record it; the live guard caches the policy by it.
+    """
+    latest = (
+        PolicyChange.objects.filter(project=project).order_by("-id").values_list("id", flat=True)
+    )
+    return latest.first() or 0
+
+
 def engine_policy(project: Project) -> detection.Policy:
     """Return the project's policy for the engine, or raise PolicyInvalid saying why."""
     try:

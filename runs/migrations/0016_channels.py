@@ -1,0 +1,11 @@
+# Placeholder in the migration chain; its owner fills in the operations.
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("runs", "0015_backtest"),
+    ]
+
+    operations = []
