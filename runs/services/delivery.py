@@ -1,0 +1,312 @@
+"""Send an alert to a channel and log the attempt: a signed JSON POST, a Slack Block Kit
+message, or an email.
+
+Every message is rendered from the alert's payload (`alerts` builds it): `title`, `text`
+(what fired and why, in the finding's own words), `url`, `facts` (label/value pairs),
+`sections` (a heading and lines each) and `held` (alerts summed into this one); the rest of
+the payload is there for machines. Each attempt is one `Delivery` row. A webhook body
+carries an `idempotency_key` (also the `Idempotency-Key` header), the same on every attempt,
+so a receiver can drop the duplicate that at-least-once delivery may bring.
+
+Requests go only to the configured URL: redirects are not followed, the address is checked
+again before sending (see `channels.refused_address`), the read of the answer is capped and
+every request has a timeout. URLs and secrets never go into the log or an error message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import smtplib
+import time
+import uuid
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.utils import timezone
+
+from ..models import Alert, Channel, Delivery
+from . import channels
+
+log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 64 * 1024
+ERROR_CHARS = 500
+USER_AGENT = "loopboard-alerts/1"
+SLACK_TEXT_CHARS = 2900  # Slack refuses a section text over 3000 characters
+SLACK_SECTIONS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one attempt gave: sent, or why not and whether another attempt may succeed."""
+
+    sent: bool
+    retry: bool = False
+    code: int | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A rendered message: the bytes sent (a webhook or Slack body, or an email's text) and
+    the email's subject."""
+
+    body: bytes
+    subject: str = ""
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+
+def deliver(alert_id: int, channel_id: int) -> float | None:
+    """Make the next attempt to send an alert to a channel and log it; return in how many
+    seconds to try again (`backoff`), or None when done (sent, refused, or given up).
+
+    Sending what was already sent changes nothing (a task run twice). A deleted alert or
+    channel, or a disabled channel, is not sent to.
+    """
+    alert = Alert.objects.select_related("rule").filter(pk=alert_id).first()
+    channel = Channel.objects.filter(pk=channel_id, enabled=True).first()
+    if alert is None or channel is None:
+        return None
+    attempts = Delivery.objects.filter(alert=alert, channel=channel)
+    if attempts.filter(status=Delivery.Status.SENT).exists():
+        return None
+    attempt = attempts.count() + 1
+    message = render(alert, channel)
+    outcome = send(channel, message, idempotency_key(alert, channel))
+    last = attempt >= settings.LOOPBOARD_ALERT_ATTEMPTS
+    if outcome.sent:
+        status = Delivery.Status.SENT
+    elif not outcome.retry:
+        status = Delivery.Status.FAILED
+    else:
+        status = Delivery.Status.GAVE_UP if last else Delivery.Status.RETRYING
+    _log(alert, channel, attempt, status, outcome, message)
+    return backoff(attempt) if status == Delivery.Status.RETRYING else None
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after a failed attempt before the next: doubling, at most an hour."""
+    return min(settings.LOOPBOARD_ALERT_RETRY_SECONDS * 2 ** (attempt - 1), 3600)
+
+
+def send_test(channel: Channel) -> Delivery:
+    """Send a test message to a channel now (one attempt, no retry); return its log row."""
+    project = channel.project
+    payload = {
+        "kind": "test",
+        "title": f"Test message from loopboard for {project.name}",
+        "text": f"Channel “{channel.name}” works: alerts of {project.name} will arrive here.",
+        "url": f"{settings.LOOPBOARD_BASE_URL}/projects/{project.slug}/settings/",
+        "project": {"slug": project.slug, "name": project.name},
+        "created_at": timezone.now().isoformat(),
+    }
+    alert = Alert.objects.create(
+        rule=None, key=f"test:{channel.pk}:{uuid.uuid4().hex}", payload=payload
+    )
+    message = render(alert, channel)
+    outcome = send(channel, message, idempotency_key(alert, channel))
+    status = Delivery.Status.SENT if outcome.sent else Delivery.Status.FAILED
+    return _log(alert, channel, 1, status, outcome, message)
+
+
+def idempotency_key(alert: Alert, channel: Channel) -> str:
+    """The same on every attempt of one alert to one channel."""
+    return f"loopboard-{alert.pk}-{channel.pk}"
+
+
+def _log(
+    alert: Alert, channel: Channel, attempt: int, status: str, outcome: Outcome, message: Message
+) -> Delivery:
+    log.info(
+        "alert %s to channel %s, attempt %s: %s %s",
+        alert.pk, channel.pk, attempt, status, outcome.code or outcome.error[:100],
+    )  # fmt: skip
+    return Delivery.objects.create(
+        alert=alert,
+        channel=channel,
+        attempt=attempt,
+        status=status,
+        response_code=outcome.code,
+        error=outcome.error[:ERROR_CHARS],
+        payload_sha256=message.sha256,
+    )
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def body_of(alert: Alert, channel: Channel) -> dict:
+    """The JSON a webhook receives: the payload, plus the alert id and idempotency key."""
+    return {
+        **alert.payload,
+        "alert_id": alert.pk,
+        "idempotency_key": idempotency_key(alert, channel),
+    }
+
+
+def render(alert: Alert, channel: Channel) -> Message:
+    """Render the alert for the channel's kind."""
+    if channel.kind == Channel.Kind.EMAIL:
+        return Message(email_text(alert.payload).encode(), subject=email_subject(alert.payload))
+    if channel.kind == Channel.Kind.SLACK:
+        data = slack_message(alert.payload)
+    else:
+        data = body_of(alert, channel)
+    return Message(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def lines(payload: dict) -> list[str]:
+    """The message as plain lines: what fired, why, the facts, the sections, what was held."""
+    out = [payload.get("text", "")]
+    for fact in payload.get("facts", []):
+        out.append(f"{fact['label']}: {fact['value']}")
+    for section in payload.get("sections", []):
+        out += ["", section["heading"], *(f"- {line}" for line in section["lines"])]
+    if held := payload.get("held"):
+        out += ["", held["text"]]
+    return [line for line in out if line is not None]
+
+
+def email_subject(payload: dict) -> str:
+    return f"[loopboard] {payload.get('title', 'alert')}"[:200].replace("\n", " ")
+
+
+def email_text(payload: dict) -> str:
+    return "\n".join([*lines(payload), "", payload.get("url", "")]) + "\n"
+
+
+def slack_escape(text: str) -> str:
+    """Escape text for Slack mrkdwn: trace content must not become links or mentions."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_message(payload: dict) -> dict:
+    """A Slack incoming-webhook body: a fallback `text` and Block Kit `blocks`."""
+    title = payload.get("title", "loopboard alert")
+    blocks: list[dict] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": False}},
+        _mrkdwn(slack_escape(payload.get("text", ""))),
+    ]
+    if facts := payload.get("facts"):
+        fields = [
+            {
+                "type": "mrkdwn",
+                "text": f"*{slack_escape(f['label'])}*\n{slack_escape(str(f['value']))}",
+            }
+            for f in facts[:10]
+        ]
+        blocks.append({"type": "section", "fields": fields})
+    for section in payload.get("sections", [])[:SLACK_SECTIONS]:
+        text = "\n".join(f"• {slack_escape(line)}" for line in section["lines"])
+        blocks.append(_mrkdwn(f"*{slack_escape(section['heading'])}*\n{text}"))
+    if held := payload.get("held"):
+        blocks.append(_mrkdwn(slack_escape(held["text"])))
+    if url := payload.get("url"):
+        button = {"type": "button", "text": {"type": "plain_text", "text": "Open in loopboard"}}
+        blocks.append({"type": "actions", "elements": [{**button, "url": url}]})
+    context = " · ".join(
+        part
+        for part in (
+            "loopboard",
+            payload.get("project", {}).get("name"),
+            payload.get("rule", {}).get("name"),
+        )
+        if part
+    )
+    blocks.append(
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_escape(context)}]}
+    )
+    return {"text": title, "blocks": blocks}
+
+
+def _mrkdwn(text: str) -> dict:
+    if len(text) > SLACK_TEXT_CHARS:
+        text = text[: SLACK_TEXT_CHARS - 1] + "…"
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text or " "}}
+
+
+# --- sending --------------------------------------------------------------------------------
+
+
+def send(channel: Channel, message: Message, key: str) -> Outcome:
+    """Send a rendered message to the channel once."""
+    if channel.kind == Channel.Kind.EMAIL:
+        return send_email(channel, message)
+    headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, "Idempotency-Key": key}
+    if channel.kind == Channel.Kind.WEBHOOK:
+        headers |= signature_headers(channels.secret_of(channel), message.body)
+    return post(channels.url_of(channel), message.body, headers)
+
+
+def signature_headers(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:
+    """`X-Loopboard-Timestamp` and `X-Loopboard-Signature: sha256=<hex HMAC-SHA256 of
+    "{timestamp}.{body}" under the channel's secret>`."""
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    mac = hmac.new(secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"X-Loopboard-Timestamp": stamp, "X-Loopboard-Signature": f"sha256={mac}"}
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
+    """POST the body to exactly this URL: no redirect followed, a timeout, the answer read up
+    to MAX_RESPONSE_BYTES, the host's addresses checked again first."""
+    parts = urlsplit(url)
+    if not url or not parts.hostname:
+        return Outcome(False, error="the channel has no usable URL (was SECRET_KEY changed?)")
+    if not settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        if refused := channels.refused_address(parts.hostname, port):
+            return Outcome(False, error=refused)
+    timeout = settings.LOOPBOARD_ALERT_TIMEOUT_SECONDS
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+            client.stream("POST", url, content=body, headers=headers) as response,
+        ):
+            answer = _read_capped(response)
+    except httpx.TimeoutException:
+        return Outcome(False, retry=True, error=f"timed out after {timeout:g} s")
+    except httpx.HTTPError as exc:
+        return Outcome(False, retry=True, error=f"{type(exc).__name__} reaching {parts.hostname}")
+    code = response.status_code
+    if 200 <= code < 300:
+        return Outcome(True, code=code)
+    if response.is_redirect:
+        where = urlsplit(response.headers.get("location", "")).hostname or "elsewhere"
+        return Outcome(False, code=code, error=f"redirect to {where} not followed")
+    retry = code >= 500 or code == 429
+    return Outcome(False, retry=retry, code=code, error=_error_text(code, answer))
+
+
+def _read_capped(response: httpx.Response) -> bytes:
+    answer = b""
+    for chunk in response.iter_bytes():
+        answer += chunk
+        if len(answer) >= MAX_RESPONSE_BYTES:
+            break
+    return answer[:MAX_RESPONSE_BYTES]
+
+
+def _error_text(code: int, answer: bytes) -> str:
+    text = answer[:ERROR_CHARS].decode("utf-8", "replace").replace("\x00", "").strip()
+    return f"HTTP {code}: {text}" if text else f"HTTP {code}"
+
+
+def send_email(channel: Channel, message: Message) -> Outcome:
+    """Send through Django's email backend; a refused address is not retried."""
+    email = EmailMessage(message.subject, message.body.decode(), to=channel.recipients)
+    try:
+        email.send()
+    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:
+        return Outcome(False, error=f"{type(exc).__name__}: refused")
+    except (smtplib.SMTPException, OSError) as exc:
+        return Outcome(False, retry=True, error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
+    return Outcome(True)
