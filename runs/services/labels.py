@@ -42,6 +42,8 @@ __all__ = [
 IDENTITY = ("run_id", "detector", "tool", "signature", "seq_first")
 TEXT_CHARS = 500
 BATCH = 1000
+# The reasons a false alarm offers as one click; "other" asks for words.
+REASONS = [(value, title) for value, title in Label.Reason.choices if value != Label.Reason.OTHER]
 
 
 class LabelInvalid(ValueError):
