@@ -1,0 +1,273 @@
+"""Loop fingerprints: one stable id per kind of loop, the same in every run of an agent.
+
+Pure (standard library and ``detection`` only), so the worker, the back-test and a benchmark
+all fingerprint a finding the same way::
+
+    fingerprint(finding, steps) -> str   # 16 hex digits
+    describe(finding, steps) -> str      # the issue title, in words
+    seqs_needed(finding) -> list[int]    # the steps of the run the two functions read
+
+``finding`` is a ``detection.Finding``; ``steps`` are the run's ``detection.Step`` values, as
+a mapping seq -> step or any iterable of steps (only the steps at ``seqs_needed(finding)``
+are read; steps that are missing make the fingerprint fall back to what the finding holds).
+
+A fingerprint is the SHA-1 of a *shape*: the detector, the tool and the loop's normalised
+form, with every run-specific value left out:
+
+- repeat, mutating_failure, read_range, near_repeat: the tool and the shape of its arguments
+  (the keys and the kinds of value, never the values), plus the error for a failing call;
+- blocker: where it is blocked (tool or host) and its error fingerprint
+  (``detection.keys.error_fault``), quoted names removed;
+- oscillation: the cycle's motif of tools, rotated to start at its smallest tool;
+- batch_repeat: the tools of the batch; streak: the tool;
+- result_stall: the tool and the result's shape ("empty" for an empty result);
+- message_loop: the repeated message's words; budget: the budget (steps, tokens, cost, quota).
+
+Text is reduced to its words: ids, hashes, UUIDs, numbers, timestamps, URLs, paths and quoted
+strings are replaced by placeholders before it counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import detection
+from detection.catalogue import title
+from detection.keys import DEFAULT_VOLATILE, call_signature, error_fault
+
+__all__ = ["describe", "fingerprint", "seqs_needed", "shape"]
+
+SEQS_READ = 12  # a cycle of MAX_PERIOD tools shows twice in 10 steps
+FAILED = frozenset({"error", "invalid"})
+ARGS_DETECTORS = frozenset({"repeat", "mutating_failure", "read_range", "near_repeat"})
+MAX_TEXT = 160
+MAX_KEYS = 30
+
+_HEX = re.compile(
+    r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
+    r"|\b0x[0-9a-f]+\b|\b(?=[a-z]*\d)[0-9a-z_-]{12,}\b|\b(?=[a-f]*\d)[0-9a-f]{6,}\b",
+    re.IGNORECASE,
+)
+_TIME = re.compile(
+    r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
+    r"|\b\d\d?:\d\d(?::\d\d(?:[.,]\d+)?)?\b"
+)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|‘[^’\n]*’|“[^”\n]*”|<arg>")
+_PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.@+~-]+)+/?|\b[\w.@+-]+(?:/[\w.@+-]+)+/?")
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
+
+
+def fingerprint(finding: detection.Finding, steps: Any = ()) -> str:
+    """Return the finding's loop fingerprint: 16 hex digits, equal for the same loop."""
+    return hashlib.sha1(shape(finding, steps).encode()).hexdigest()[:16]
+
+
+def seqs_needed(finding: detection.Finding) -> list[int]:
+    """Return the seqs of the steps `fingerprint` and `describe` read for this finding."""
+    return list(finding.seqs[:SEQS_READ])
+
+
+def shape(finding: detection.Finding, steps: Any = ()) -> str:
+    """Return the text the fingerprint hashes: detector, tool and the loop's shape."""
+    found = _steps_of(finding, steps)
+    detector, tool = finding.detector, finding.tool or ""
+    first = next((s for s in found if s.kind == "tool_call"), None)
+    if detector in ARGS_DETECTORS:
+        form = _value_shape(first.args) if first else _scrub(finding.signature.split(":")[0])
+        if first is not None and first.status in FAILED:
+            form += " fails: " + _fault(first)
+        return f"{detector}|{tool}|{form}"
+    if detector == "blocker":
+        return f"blocker|{_blocker_scope(finding)}|{_blocker_fault(finding, found)}"
+    if detector == "oscillation":
+        return f"oscillation|{','.join(_motif(finding, found))}"
+    if detector == "batch_repeat":
+        tools = sorted({s.tool or "?" for s in found if s.kind == "tool_call"})
+        return f"batch_repeat|{','.join(tools) or tool}"
+    if detector == "result_stall":
+        return f"result_stall|{tool}|{_result_shape(first.result) if first else '?'}"
+    if detector == "streak":
+        return f"streak|{tool}"
+    if detector == "message_loop":
+        text = next((s.text for s in found if s.text), None)
+        return f"message_loop|{_scrub(text) if text else _scrub(finding.message)}"
+    if detector == "budget":
+        return f"budget|{finding.signature}"
+    return f"{detector}|{tool}|{_scrub(finding.signature)}"
+
+
+def describe(finding: detection.Finding, steps: Any = ()) -> str:
+    """Return the issue title of the finding's loop, in words (Markdown-style `tool`)."""
+    found = _steps_of(finding, steps)
+    detector, tool = finding.detector, f"`{finding.tool or '?'}`"
+    first = next((s for s in found if s.kind == "tool_call"), None)
+    failing = first is not None and first.status in FAILED
+    if detector == "repeat":
+        if failing:
+            return f"{tool} fails the same way on every retry: {_words(first)}"
+        return f"{tool} is called again with the same arguments, with nothing new"
+    if detector == "mutating_failure":
+        return f"{tool} keeps retrying a change that fails: {_words(first)}"
+    if detector == "blocker":
+        failed = next((s for s in found if s.status in FAILED), None)
+        return f"{tool} keeps hitting the same error: {_words(failed)}"
+    if detector == "oscillation":
+        motif = _motif(finding, found)
+        if len(set(motif)) == 1:
+            return f"`{motif[0]}` goes back and forth between {len(motif)} calls"
+        return "Going back and forth between " + " → ".join(f"`{name}`" for name in motif)
+    if detector == "batch_repeat":
+        tools = sorted({s.tool or "?" for s in found if s.kind == "tool_call"})
+        return "The same batch of calls again: " + ", ".join(f"`{t}`" for t in tools or ["?"])
+    if detector == "result_stall":
+        if first is not None and _result_shape(first.result) == "empty":
+            return f"{tool} returns the same empty result for rephrased queries"
+        return f"{tool} returns the same result for different calls"
+    if detector == "read_range":
+        return f"{tool} reads the same file range again"
+    if detector == "near_repeat":
+        return f"{tool} is called with nearly the same arguments again"
+    if detector == "streak":
+        return f"A long streak of {tool} calls"
+    if detector == "message_loop":
+        text = next((s.text for s in found if s.text), "") or ""
+        return f"The agent repeats itself: “{_clip(text, 80)}”"
+    if detector == "budget":
+        return _budget_title(finding)
+    return f"{title(detector)}: {tool}"
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _steps_of(finding: detection.Finding, steps: Any) -> list[detection.Step]:
+    """Return the finding's steps that are at hand, in seq order."""
+    wanted = seqs_needed(finding)
+    if isinstance(steps, Mapping):
+        return [steps[seq] for seq in wanted if seq in steps]
+    want = set(wanted)
+    found = [step for step in steps or () if step.seq in want]
+    found.sort(key=lambda step: step.seq)
+    return found
+
+
+def _scrub(text: str) -> str:
+    """Reduce text to its words: run-specific values become placeholders."""
+    text = _URL.sub("<url>", text[:4000])
+    text = _QUOTED.sub("<q>", text)
+    text = _TIME.sub("<t>", text)
+    text = _PATH.sub("<path>", text)
+    text = _HEX.sub("<id>", text)
+    text = _NUMBER.sub("#", text)
+    return _SPACE.sub(" ", text).strip().lower()[:MAX_TEXT]
+
+
+def _value_shape(value: Any, depth: int = 0) -> str:
+    """Return the shape of a JSON value: its keys and kinds of value, never the values."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in "{[" and text[-1:] in "}]":
+            try:
+                return _value_shape(json.loads(text), depth)
+            except ValueError:
+                pass
+        return "str"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):  # noqa: UP038
+        return "num"
+    if value is None:
+        return "null"
+    if depth >= 4:
+        return "…"
+    if isinstance(value, dict):
+        keys = sorted(_scrub(str(k)) for k in value if str(k) not in DEFAULT_VOLATILE)
+        items = {_scrub(str(k)): v for k, v in value.items() if str(k) not in DEFAULT_VOLATILE}
+        parts = [f"{k}:{_value_shape(items[k], depth + 1)}" for k in dict.fromkeys(keys)]
+        return "{" + ",".join(parts[:MAX_KEYS]) + "}"
+    if isinstance(value, (list, tuple)):  # noqa: UP038
+        kinds = sorted({_value_shape(item, depth + 1) for item in value[:50]})
+        return "[" + "|".join(kinds) + "]"
+    return type(value).__name__
+
+
+def _result_shape(result: Any) -> str:
+    """Return the shape of a result: "empty", the words of a text, or the value's shape."""
+    if result in (None, "", [], {}) or (isinstance(result, str) and not result.strip()):
+        return "empty"
+    if isinstance(result, dict) and all(v in (None, "", [], {}, 0) for v in result.values()):
+        return "empty"
+    if isinstance(result, str) and result.strip()[:1] not in "{[":
+        return _scrub(result)
+    return _value_shape(result)
+
+
+def _fault(step: detection.Step) -> str:
+    """Return a failed step's error fingerprint, without its quoted names."""
+    codes, _, body = error_fault(step.result, step.args).key.rpartition(";")
+    return f"{codes};{_scrub(body)}"
+
+
+def _blocker_scope(finding: detection.Finding) -> str:
+    """Return where a blocker is: "tool:name", "host:name" or "invalid"."""
+    parts = finding.signature.split(":")
+    if len(parts) >= 3 and parts[1] in ("tool", "host"):
+        return f"{parts[1]}:{':'.join(parts[2:-1])}"
+    return finding.signature.removeprefix("blocker:") or f"tool:{finding.tool or ''}"
+
+
+def _blocker_fault(finding: detection.Finding, found: list[detection.Step]) -> str:
+    """Return the blocker's most common error fingerprint among its failed steps."""
+    faults = Counter(_fault(step) for step in found if step.status in FAILED)
+    if faults:
+        return faults.most_common(1)[0][0]
+    return finding.signature.rsplit(":", 1)[-1]  # the engine's digest of the same key
+
+
+def _motif(finding: detection.Finding, found: list[detection.Step]) -> list[str]:
+    """Return a cycle's tools, one period, rotated to start at the smallest rotation.
+
+    The period is found on the calls (tool and arguments), so reading two files in turn is
+    a motif of two reads; the motif keeps only the tools.
+    """
+    calls = [s for s in found if s.kind == "tool_call"]
+    if len(calls) < 2:
+        return sorted((finding.tool or "?").split(","))
+    keys = [call_signature(s.tool or "?", s.args) for s in calls]
+    period = next(
+        (
+            p
+            for p in range(1, len(keys))
+            if all(keys[i] == keys[i + p] for i in range(len(keys) - p))
+        ),
+        len(keys),
+    )
+    block = [s.tool or "?" for s in calls[:period]]
+    return min(block[i:] + block[:i] for i in range(period))
+
+
+def _words(step: detection.Step | None) -> str:
+    """Return the error of a failed step in the tool's own words, clipped (for titles)."""
+    if step is None:
+        return "an error"
+    line = error_fault(step.result, step.args).line
+    return _clip(line, 80) or "an error"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = _SPACE.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _budget_title(finding: detection.Finding) -> str:
+    what = finding.signature.split(":", 1)[-1]
+    if finding.signature.startswith("quota:"):
+        return f"`{what}` goes over its call quota"
+    return f"The run goes over its {what} budget"

@@ -1,0 +1,282 @@
+"""Loop issues: findings grouped by fingerprint across runs, counted once, with their states."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from runs.models import Finding, IssueDay, LoopIssue, Run
+from runs.services import analysis, ingest, issues
+from tests.helpers import call, healthy_trace, message, native_jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def search_loop(query: str, ts: int = 1764489600, times: int = 5) -> bytes:
+    """A research run that repeats one search with an empty result (the query varies)."""
+    return native_jsonl(
+        message("user", f"find {query}", ts=ts),
+        *[
+            call("web_search", {"query": query, "request_id": f"r{ts}-{i}"}, {"results": []},
+                 ts=ts + i)
+            for i in range(times)
+        ],
+    )  # fmt: skip
+
+
+def failing_write(error: str, ts: int = 1764489600) -> bytes:
+    return native_jsonl(
+        message("user", "write the migration", ts=ts),
+        *[
+            call("write_file", {"path": f"/tmp/m{i}.sql", "content": f"v{i}"}, error,
+                 status="error", ts=ts + i)
+            for i in range(4)
+        ],
+    )  # fmt: skip
+
+
+def upload(project, data: bytes, name: str, version: str = "") -> Run:
+    trace, _ = ingest.store_trace(project, data, name=name, version=version)
+    ingest.ingest_trace(trace.pk)
+    [run] = trace.runs.all()
+    analysis.analyze_run(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_same_loop_in_two_runs_is_one_issue_with_both_runs(project):
+    first = upload(project, search_loop("postgres 18 jit", ts=1764489600), "a.jsonl", "1.0")
+    second = upload(project, search_loop("pg18 release", ts=1764576000), "b.jsonl", "1.1")
+    [issue] = LoopIssue.objects.filter(project=project)
+    assert issue.run_count == 2
+    assert issue.finding_count == Finding.objects.filter(issue=issue).count() == 2
+    assert issue.first_run_id == first.pk and issue.last_run_id == second.pk
+    assert issue.first_seen == first.started_at and issue.last_seen == second.started_at
+    assert sorted(issue.versions) == ["1.0", "1.1"]
+    assert issue.agents == [] and issue.detector == "repeat" and issue.tool == "web_search"
+    assert issue.waste_steps == sum(f.waste_steps for f in Finding.objects.filter(issue=issue))
+    assert "`web_search`" in issue.title
+    assert IssueDay.objects.filter(issue=issue).count() == 2
+    assert all(f.fingerprint for f in Finding.objects.filter(run__project=project))
+
+
+def test_a_different_loop_is_another_issue_and_a_healthy_run_none(project):
+    upload(project, search_loop("x"), "a.jsonl")
+    upload(project, failing_write("PermissionError: [Errno 13] Permission denied"), "w.jsonl")
+    upload(project, healthy_trace(), "ok.jsonl")
+    assert LoopIssue.objects.filter(project=project).count() == 2
+    assert {i.tool for i in LoopIssue.objects.all()} == {"web_search", "write_file"}
+
+
+def test_issues_are_per_project(project, other_project):
+    upload(project, search_loop("x"), "a.jsonl")
+    upload(other_project, search_loop("x"), "a.jsonl")
+    mine, theirs = LoopIssue.objects.order_by("pk")
+    assert mine.fingerprint == theirs.fingerprint and mine.project_id != theirs.project_id
+
+
+def test_reanalysis_does_not_double_counts(project):
+    run = upload(project, search_loop("x"), "a.jsonl")
+    [issue] = LoopIssue.objects.all()
+    before = (issue.run_count, issue.finding_count, issue.waste_steps)
+    analysis.analyze_run(run.pk)
+    analysis.analyze_run(run.pk)
+    issue.refresh_from_db()
+    assert (issue.run_count, issue.finding_count, issue.waste_steps) == before == (1, 1, before[2])
+    assert IssueDay.objects.get(issue=issue).runs == 1
+
+
+def test_an_issue_loses_a_run_whose_loop_is_gone_after_reanalysis(project):
+    run = upload(project, search_loop("x"), "a.jsonl")
+    upload(project, search_loop("y", ts=1764576000), "b.jsonl")
+    [issue] = LoopIssue.objects.all()
+    assert issue.run_count == 2
+    with transaction.atomic():  # the run's loop no longer found (the steps changed)
+        analysis.analyze_run(run.pk, steps=[])
+    issue.refresh_from_db()
+    assert issue.run_count == 1 and issue.finding_count == 1
+    assert issue.first_run_id == issue.last_run_id != run.pk
+
+
+def _only_issue() -> LoopIssue:
+    [issue] = LoopIssue.objects.all()
+    return issue
+
+
+def test_a_new_issue_is_reported_once(project):
+    run = upload(project, search_loop("x"), "a.jsonl")
+    issue = _only_issue()
+    with transaction.atomic():
+        assert issues.group_runs([run]) == []  # the issue exists already
+    LoopIssue.objects.all().delete()
+    with transaction.atomic():
+        events = issues.group_runs([run])
+    assert events == [issues.IssueEvent(_only_issue().pk, issues.NEW)]
+    assert _only_issue().pk != issue.pk and _only_issue().run_count == 1
+
+
+def test_resolved_in_a_version_regresses_on_a_later_version_only(project):
+    upload(project, search_loop("a", ts=1764489600), "v1.jsonl", "1.9")
+    issue = _only_issue()
+    issues.set_state(issue, "resolve", version="2.0")
+    upload(project, search_loop("b", ts=1764576000), "old.jsonl", "1.10")  # earlier than 2.0
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.RESOLVED
+    upload(project, search_loop("c", ts=1764662400), "v3.jsonl", "2.1")
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.REGRESSED and issue.state_changed_by is None
+
+
+def test_grouping_reports_a_regression_as_an_event(project):
+    run = upload(project, search_loop("a"), "v1.jsonl", "1.0")
+    issue = _only_issue()
+    issues.set_state(issue, "resolve", version="1.0")
+    Run.objects.filter(pk=run.pk).update(agent_version="1.1")
+    run.refresh_from_db()
+    with transaction.atomic():
+        events = issues.group_runs([run])
+    assert events == [issues.IssueEvent(issue.pk, issues.REGRESSED)]
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.REGRESSED
+    with transaction.atomic():
+        assert issues.group_runs([run]) == []  # regressed already: said once
+
+
+def test_resolved_without_a_version_regresses_on_a_run_started_after(project):
+    run = upload(project, search_loop("a"), "a.jsonl")
+    issue = _only_issue()
+    issues.set_state(issue, "resolve")
+    with transaction.atomic():
+        assert issues.group_runs([run]) == []  # the same (older) run again: still resolved
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.RESOLVED
+    later = int((timezone.now() + timedelta(minutes=5)).timestamp())
+    upload(project, search_loop("b", ts=later), "b.jsonl")
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.REGRESSED
+
+
+def test_an_ignored_issue_stays_ignored_and_quiet(project):
+    run = upload(project, search_loop("a"), "a.jsonl", "1.0")
+    issue = _only_issue()
+    issues.set_state(issue, "ignore")
+    Run.objects.filter(pk=run.pk).update(agent_version="9.0")
+    run.refresh_from_db()
+    with transaction.atomic():
+        assert issues.group_runs([run]) == []
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.IGNORED and issue.run_count == 1
+
+
+def test_set_state_refuses_what_a_person_cannot_set(project, user):
+    upload(project, search_loop("a"), "a.jsonl")
+    issue = _only_issue()
+    for state, version in (("regressed", ""), ("closed", ""), ("ignore", "1.0")):
+        with pytest.raises(issues.StateError):
+            issues.set_state(issue, state, version=version)
+    issues.set_state(issue, "resolve", user=user, version=" 2.0 ")
+    issue.refresh_from_db()
+    assert (issue.state, issue.resolved_in_version, issue.state_changed_by) == (
+        "resolved", "2.0", user,
+    )  # fmt: skip
+    issues.set_state(issue, "reopen")
+    issue.refresh_from_db()
+    assert (issue.state, issue.resolved_in_version) == ("open", "")
+
+
+@pytest.mark.parametrize(
+    ("version", "than", "later"),
+    [
+        ("1.10", "1.9", True), ("2.0", "2.0.0", False), ("v2.1", "2.0", True),
+        ("2.0rc1", "2.0", False), ("2.0", "2.0rc1", True), ("2.0.post1", "2.0", True),
+        ("1.0", "1.0", False), ("abc", "def", None), ("abc", "abc", False),
+    ],
+)  # fmt: skip
+def test_versions_compare_as_numbers_with_a_fallback(version, than, later):
+    assert issues.is_later(version, than) is later
+
+
+def test_regroup_rebuilds_issues_and_keeps_their_state(project):
+    upload(project, search_loop("a"), "a.jsonl")
+    upload(project, search_loop("b", ts=1764576000), "b.jsonl")
+    issue = _only_issue()
+    issues.set_state(issue, "ignore")
+    Finding.objects.update(issue=None, fingerprint="")
+    LoopIssue.objects.filter(pk=issue.pk).update(run_count=99)
+    assert issues.regroup() == 2
+    again = _only_issue()
+    assert (again.pk, again.state, again.run_count, again.finding_count) == (
+        issue.pk, "ignored", 2, 2,
+    )  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_grouping_the_same_loop_at_once_make_one_issue(project):
+    runs = []
+    for name, ts in (("a.jsonl", 1764489600), ("b.jsonl", 1764576000)):
+        trace, _ = ingest.store_trace(project, search_loop(name, ts=ts), name=name)
+        ingest.ingest_trace(trace.pk)
+        runs.append(trace.runs.get())
+    start = threading.Barrier(2)
+    errors = []
+
+    def work(run: Run) -> None:
+        try:
+            start.wait(10)
+            analysis.analyze_run(run.pk)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    [issue] = LoopIssue.objects.filter(project=project)
+    assert (issue.run_count, issue.finding_count) == (2, 2)
+    assert Finding.objects.filter(issue=issue).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_grouping_waits_for_the_other_workers_commit_and_counts_it(project):
+    runs = []
+    for name, ts in (("a.jsonl", 1764489600), ("b.jsonl", 1764576000)):
+        trace, _ = ingest.store_trace(project, search_loop(name, ts=ts), name=name)
+        ingest.ingest_trace(trace.pk)
+        runs.append(trace.runs.get())
+    grouped, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                analysis.analyze_run(runs[0].pk)
+                grouped.set()
+                release.wait(10)  # holds the new issue's row until released
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            analysis.analyze_run(runs[1].pk)
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert grouped.wait(10)
+    two = threading.Thread(target=second)
+    two.start()
+    two.join(0.5)
+    assert two.is_alive()  # waiting on the first's uncommitted issue
+    release.set()
+    one.join(10)
+    two.join(10)
+    issue = _only_issue()
+    assert (issue.run_count, issue.finding_count) == (2, 2)
