@@ -5,11 +5,11 @@ The runs are analyzed by the engine, so each property holds for what the detecto
 
 from __future__ import annotations
 
-import detection
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import detection
 from runs.services import fingerprints
 
 WORD = st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=10)
