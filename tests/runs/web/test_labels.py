@@ -4,6 +4,7 @@ across projects, and labels shown again after re-analysis."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from runs.models import Label
@@ -120,3 +121,21 @@ def test_the_label_is_shown_again_after_re_analysis(client_in, stuck):
     html = client_in.get(reverse("runs:detail", args=[stuck.pk])).content.decode()
     box = html.split(f'id="label-{again.pk}"', 1)[1].split("</p>", 1)[0]
     assert "False alarm: polling" in box
+
+
+def test_the_admin_lists_labels_of_the_staff_members_projects_only(client, user, stuck, theirs):
+    from django.contrib.auth import get_user_model
+
+    from runs.models import Membership
+    from runs.services import labels
+
+    mine = labels.label_finding(user, alarm(stuck), "false", "other", "a health probe")
+    labels.label_finding(None, alarm(theirs), "false", "other", "their secret words")
+    staff = get_user_model().objects.create_user("sam", password="pw-sam-12345", is_staff=True)
+    Membership.objects.create(project=stuck.project, user=staff)
+    staff.user_permissions.add(*Permission.objects.filter(codename__endswith="_label"))
+    client.force_login(staff)
+    html = client.get("/admin/runs/label/").content.decode()
+    assert "stuck.jsonl" in html and "secret.jsonl" not in html
+    assert client.get(f"/admin/runs/label/{mine.pk}/change/").status_code == 200
+    assert client.get("/admin/runs/label/add/").status_code == 403
