@@ -225,7 +225,7 @@ def slack_message(payload: dict) -> dict:
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": slack_escape(context)}]}
     )
-    return {"text": title, "blocks": blocks}
+    return {"text": slack_escape(title), "blocks": blocks}
 
 
 def _mrkdwn(text: str) -> dict:
