@@ -1,0 +1,568 @@
+"""Compare two runs: their steps aligned by call signature, what changed, and the deltas.
+
+Alignment is a patience-style diff, bounded for big runs:
+
+1. trim the common prefix and suffix;
+2. anchor on keys that occur exactly once on each side (their longest increasing
+   subsequence), and recurse into the gaps between anchors;
+3. in a gap without such anchors, run Myers's O(ND) diff, capped at `MAX_EDITS` edits per gap
+   and at `EDIT_BUDGET` inner steps for the whole comparison;
+4. past either cap, align the gap greedily (match the nearer next occurrence, within
+   `GREEDY_WINDOW` steps) and say so (`Comparison.bounded`).
+
+A step's key is its call signature (`Step.call_sig`) for a tool call, and its kind plus a
+digest of its text otherwise. Matched keys whose result or status differ are "changed"; the
+steps left between matches are paired again by tool (or kind) with the same diff, and a pair
+found there is "changed" too (same tool, other arguments). Every step of both runs appears in
+exactly one row, in order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Q, TextField
+from django.db.models.functions import MD5, Cast
+
+from ..models import Finding, Run, Step
+
+MAX_EDITS = 600  # Myers's D cap in one gap: its cost grows as D²
+EDIT_BUDGET = 1_500_000  # Myers inner steps for one whole comparison
+GREEDY_WINDOW = 200  # how far the greedy fallback looks ahead for a match
+QUICK_EDITS = 100  # a gap first tries Myers this far before anchoring on unique keys
+MAX_DEPTH = 40  # anchoring recursion: deeper gaps go straight to Myers
+
+Pair = tuple[int | None, int | None]
+
+EQUAL, CHANGED, REMOVED, INSERTED = "equal", "changed", "removed", "inserted"
+
+
+# -- alignment of two key sequences ---------------------------------------------------------
+
+
+class _Budget:
+    """What is left of the Myers budget, and whether any gap went past a cap."""
+
+    def __init__(self, steps: int, max_edits: int) -> None:
+        self.steps = steps
+        self.max_edits = max_edits
+        self.bounded = False
+
+
+def align(
+    a: Sequence[Hashable],
+    b: Sequence[Hashable],
+    *,
+    max_edits: int | None = None,
+    budget: int | None = None,
+) -> tuple[list[Pair], bool]:
+    """Align two sequences; return (pairs, bounded).
+
+    Pairs are ``(i, j)`` for a match, ``(i, None)`` for an element only in ``a`` and
+    ``(None, j)`` for one only in ``b``, in order of both. ``bounded`` says a gap went past
+    the caps and was aligned greedily (the result is valid, maybe not the longest).
+    """
+    ids: dict[Hashable, int] = {}
+    ia = [ids.setdefault(x, len(ids)) for x in a]
+    ib = [ids.setdefault(x, len(ids)) for x in b]
+    state = _Budget(
+        EDIT_BUDGET if budget is None else budget, MAX_EDITS if max_edits is None else max_edits
+    )
+    matches: list[tuple[int, int]] = []
+    _match(ia, ib, 0, len(ia), 0, len(ib), matches, state)
+    return _pairs(matches, len(ia), len(ib)), state.bounded
+
+
+def _pairs(matches: list[tuple[int, int]], n: int, m: int) -> list[Pair]:
+    """Spell out matches (ordered) as pairs, with the unmatched elements between them."""
+    pairs: list[Pair] = []
+    i = j = 0
+    for x, y in [*matches, (n, m)]:
+        pairs.extend((k, None) for k in range(i, x))
+        pairs.extend((None, k) for k in range(j, y))
+        if x < n and y < m:
+            pairs.append((x, y))
+        i, j = x + 1, y + 1
+    return pairs
+
+
+def _match(
+    a: list[int],
+    b: list[int],
+    alo: int,
+    ahi: int,
+    blo: int,
+    bhi: int,
+    out: list[tuple[int, int]],
+    state: _Budget,
+    depth: int = 0,
+) -> None:
+    """Append the matches of a[alo:ahi] and b[blo:bhi] to ``out``, in order."""
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:
+        out.append((alo, blo))
+        alo, blo = alo + 1, blo + 1
+    tail = []
+    while ahi > alo and bhi > blo and a[ahi - 1] == b[bhi - 1]:
+        ahi, bhi = ahi - 1, bhi - 1
+        tail.append((ahi, bhi))
+    if alo < ahi and blo < bhi:
+        # Runs that differ in a few places get their longest common subsequence outright.
+        quick = _reduced_myers(a, b, alo, ahi, blo, bhi, state, QUICK_EDITS)
+        anchors = []
+        if quick is None and depth < MAX_DEPTH:
+            anchors = _unique_anchors(a, b, alo, ahi, blo, bhi)
+        if quick is not None:
+            out.extend(quick)
+        elif anchors:
+            i, j = alo, blo
+            for x, y in anchors:
+                _match(a, b, i, x, j, y, out, state, depth + 1)
+                out.append((x, y))
+                i, j = x + 1, y + 1
+            _match(a, b, i, ahi, j, bhi, out, state, depth + 1)
+        else:
+            out.extend(_gap(a, b, alo, ahi, blo, bhi, state))
+    out.extend(reversed(tail))
+
+
+def _unique_anchors(
+    a: list[int], b: list[int], alo: int, ahi: int, blo: int, bhi: int
+) -> list[tuple[int, int]]:
+    """Return the keys found once on each side, as the longest chain in order on both."""
+    count_a = Counter(a[alo:ahi])
+    count_b = Counter(b[blo:bhi])
+    where_b = {b[j]: j for j in range(blo, bhi) if count_b[b[j]] == 1}
+    pairs = [(i, where_b[a[i]]) for i in range(alo, ahi) if count_a[a[i]] == 1 and a[i] in where_b]
+    return _longest_chain(pairs)
+
+
+def _longest_chain(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return the longest subsequence of pairs (ordered by i) increasing in j (patience)."""
+    tops: list[int] = []  # the smallest j ending a chain of each length
+    ends: list[int] = []  # index into pairs of that chain's end
+    back: list[int] = []
+    for n, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tops, j)
+        back.append(ends[k - 1] if k else -1)
+        if k == len(tops):
+            tops.append(j)
+            ends.append(n)
+        else:
+            tops[k], ends[k] = j, n
+    chain = []
+    n = ends[-1] if ends else -1
+    while n >= 0:
+        chain.append(pairs[n])
+        n = back[n]
+    return chain[::-1]
+
+
+def _gap(
+    a: list[int], b: list[int], alo: int, ahi: int, blo: int, bhi: int, state: _Budget
+) -> list[tuple[int, int]]:
+    """Return the matches of a gap without unique anchors: Myers, else greedy."""
+    found = _reduced_myers(a, b, alo, ahi, blo, bhi, state, state.max_edits)
+    if found is None:
+        state.bounded = True
+        found = _reduced(a, b, alo, ahi, blo, bhi, _greedy)
+    return found
+
+
+def _reduced_myers(
+    a: list[int], b: list[int], alo: int, ahi: int, blo: int, bhi: int, state: _Budget, cap: int
+) -> list[tuple[int, int]] | None:
+    """Return Myers's matches of a gap within ``cap`` edits, else None."""
+    return _reduced(a, b, alo, ahi, blo, bhi, lambda x, y: _myers(x, y, state, cap))
+
+
+def _reduced(a, b, alo, ahi, blo, bhi, matcher):  # type: ignore[no-untyped-def]
+    """Run ``matcher`` on a gap without the keys absent from its other side (never matched,
+    as GNU diff leaves them out too) and map its matches back to positions."""
+    keys_a, keys_b = set(a[alo:ahi]), set(b[blo:bhi])
+    xs = [i for i in range(alo, ahi) if a[i] in keys_b]
+    ys = [j for j in range(blo, bhi) if b[j] in keys_a]
+    if not xs or not ys:
+        return []
+    found = matcher([a[i] for i in xs], [b[j] for j in ys])
+    if found is None:
+        return None
+    return [(xs[x], ys[y]) for x, y in found]
+
+
+def _myers(a: list[int], b: list[int], state: _Budget, cap: int) -> list[tuple[int, int]] | None:
+    """Return the matches of a shortest edit script (Myers 1986), or None past ``cap`` edits
+    or the budget."""
+    n, m = len(a), len(b)
+    cap = min(cap, n + m)
+    offset = cap + 1
+    v = [0] * (2 * cap + 3)
+    trace: list[list[int]] = []
+    for d in range(cap + 1):
+        state.steps -= d + 1
+        if state.steps < 0:
+            return None
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[offset + k - 1] < v[offset + k + 1]):
+                x = v[offset + k + 1]
+            else:
+                x = v[offset + k - 1] + 1
+            y = x - k
+            while x < n and y < m and a[x] == b[y]:
+                x, y = x + 1, y + 1
+            v[offset + k] = x
+            if x >= n and y >= m:
+                trace.append(v[offset - d : offset + d + 1])
+                return _myers_path(a, b, trace)
+        trace.append(v[offset - d : offset + d + 1])
+    return None
+
+
+def _myers_path(a: list[int], b: list[int], trace: list[list[int]]) -> list[tuple[int, int]]:
+    """Walk Myers's saved frontiers back from the end; return the diagonal moves (matches).
+
+    ``trace[d][k + d]`` is the furthest x reached on diagonal k with d edits.
+    """
+    x, y = len(a), len(b)
+    matches: list[tuple[int, int]] = []
+    for d in range(len(trace) - 1, 0, -1):
+        k = x - y
+        prev = trace[d - 1]
+        down = k == -d or (k != d and prev[k - 1 + d - 1] < prev[k + 1 + d - 1])
+        prev_k = k + 1 if down else k - 1
+        prev_x = prev[prev_k + d - 1]
+        snake_x = prev_x if down else prev_x + 1  # where the edit landed, the snake began
+        while x > snake_x:
+            x, y = x - 1, y - 1
+            matches.append((x, y))
+        x, y = prev_x, prev_x - prev_k
+    while x > 0 and y > 0:  # d = 0: the common opening
+        x, y = x - 1, y - 1
+        matches.append((x, y))
+    return matches[::-1]
+
+
+def _greedy(a: list[int], b: list[int]) -> list[tuple[int, int]]:
+    """Match in one pass: at a mismatch, skip to the nearer next occurrence of either key."""
+    where_a: dict[int, list[int]] = defaultdict(list)
+    where_b: dict[int, list[int]] = defaultdict(list)
+    for i, key in enumerate(a):
+        where_a[key].append(i)
+    for j, key in enumerate(b):
+        where_b[key].append(j)
+
+    def next_at(where: dict[int, list[int]], key: int, start: int) -> int | None:
+        places = where.get(key, ())
+        n = bisect.bisect_left(places, start)
+        return places[n] if n < len(places) else None
+
+    matches = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] == b[j]:
+            matches.append((i, j))
+            i, j = i + 1, j + 1
+            continue
+        in_b = next_at(where_b, a[i], j)
+        in_a = next_at(where_a, b[j], i)
+        skip_b = in_b - j if in_b is not None else GREEDY_WINDOW + 1
+        skip_a = in_a - i if in_a is not None else GREEDY_WINDOW + 1
+        if min(skip_a, skip_b) > GREEDY_WINDOW:
+            i, j = i + 1, j + 1
+        elif skip_b <= skip_a:
+            j = in_b  # type: ignore[assignment]
+        else:
+            i = in_a  # type: ignore[assignment]
+    return matches
+
+
+# -- two runs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """What the alignment needs of one step (no args, results or text, only digests)."""
+
+    seq: int
+    kind: str
+    tool: str
+    key: str  # what must be equal for two steps to align
+    shape: str  # what must be equal for two unaligned steps to pair as "changed"
+    outcome: tuple[str, str | None]  # status and result digest
+    tokens: int
+    cost: float
+    offset: float | None  # seconds since the run started
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One aligned row: a step of each run, or of one of them."""
+
+    kind: str  # equal | changed | removed (left only) | inserted (right only)
+    left: int | None  # index into Comparison.left_steps
+    right: int | None
+    changed: tuple[str, ...] = ()  # "args", "result", "status", "text"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStart:
+    """Where a run started to loop: its first warn or stop finding."""
+
+    detector: str
+    severity: str
+    tool: str
+    started_at: int  # the loop's first iteration (the firing step when unknown)
+    fired_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    steps: int
+    tool_calls: int
+    tokens: int
+    cost: float
+    seconds: float | None
+
+
+@dataclass
+class Comparison:
+    """Two runs aligned step by step, with their totals and loop starts."""
+
+    left: Run
+    right: Run
+    left_steps: list[StepFacts]
+    right_steps: list[StepFacts]
+    rows: list[Row]
+    bounded: bool
+    left_loop: LoopStart | None
+    right_loop: LoopStart | None
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def totals(self, side: str) -> Totals:
+        """Return a side's steps, calls, tokens, cost and duration (None when untimed)."""
+        run, steps = (
+            (self.left, self.left_steps) if side == "left" else (self.right, self.right_steps)
+        )
+        offsets = [s.offset for s in steps if s.offset is not None]
+        seconds = run.duration_seconds
+        if seconds is None and offsets:
+            seconds = max(offsets)
+        return Totals(
+            steps=len(steps),
+            tool_calls=sum(1 for s in steps if s.kind == Step.Kind.TOOL_CALL),
+            tokens=sum(s.tokens for s in steps),
+            cost=sum(s.cost for s in steps),
+            seconds=seconds,
+        )
+
+    def loop_row(self, side: str) -> int | None:
+        """Return the index of the row holding a side's loop start, if it looped."""
+        loop = self.left_loop if side == "left" else self.right_loop
+        if loop is None:
+            return None
+        steps = self.left_steps if side == "left" else self.right_steps
+        index = _index_of_seq(steps, loop.started_at)
+        if index is None:
+            return None
+        for n, row in enumerate(self.rows):
+            if (row.left if side == "left" else row.right) == index:
+                return n
+        return None
+
+
+def _index_of_seq(steps: list[StepFacts], seq: int) -> int | None:
+    seqs = [s.seq for s in steps]
+    n = bisect.bisect_left(seqs, seq)
+    return n if n < len(seqs) and seqs[n] == seq else None
+
+
+def step_facts(run: Run) -> list[StepFacts]:
+    """Return a run's steps as alignment facts, in order (digests computed in PostgreSQL)."""
+    rows = (
+        Step.objects.filter(run=run)
+        .order_by("seq")
+        .values_list(
+            "seq",
+            "kind",
+            "tool",
+            "call_sig",
+            "status",
+            MD5(Cast("result", TextField())),
+            MD5("text"),
+            "tokens_in",
+            "tokens_out",
+            "cost",
+            "started_at",
+        )
+    )
+    facts = []
+    origin: datetime | None = run.started_at
+    for seq, kind, tool, call_sig, status, result_md5, text_md5, t_in, t_out, cost, at in rows:
+        origin = origin or at
+        if kind == Step.Kind.TOOL_CALL:
+            key, shape = f"c{call_sig or tool}", f"c{tool}"
+        else:
+            key, shape = f"{kind}:{text_md5}", kind
+        facts.append(
+            StepFacts(
+                seq=seq,
+                kind=kind,
+                tool=tool,
+                key=key,
+                shape=shape,
+                outcome=(status, result_md5),
+                tokens=(t_in or 0) + (t_out or 0),
+                cost=cost or 0.0,
+                offset=(at - origin).total_seconds() if at and origin else None,
+            )
+        )
+    return facts
+
+
+def align_steps(left: list[StepFacts], right: list[StepFacts]) -> tuple[list[Row], bool]:
+    """Return the rows aligning two runs' steps, and whether a bound was hit."""
+    pairs, bounded = align([s.key for s in left], [s.key for s in right])
+    rows: list[Row] = []
+    gap_left: list[int] = []
+    gap_right: list[int] = []
+    for i, j in [*pairs, (None, None)]:
+        if i is not None and j is None:
+            gap_left.append(i)
+            continue
+        if i is None and j is not None:
+            gap_right.append(j)
+            continue
+        paired, gap_bounded = _pair_gap(left, right, gap_left, gap_right)
+        rows.extend(paired)
+        bounded = bounded or gap_bounded
+        gap_left, gap_right = [], []
+        if i is not None and j is not None:
+            what = _outcome_differences(left[i], right[j])
+            rows.append(Row(CHANGED if what else EQUAL, i, j, what))
+    return rows, bounded
+
+
+def _pair_gap(
+    left: list[StepFacts], right: list[StepFacts], gap_left: list[int], gap_right: list[int]
+) -> tuple[list[Row], bool]:
+    """Pair the unmatched steps between two matches by tool (or kind): those are changes."""
+    if not gap_left or not gap_right:
+        rows = [Row(REMOVED, i, None) for i in gap_left]
+        return rows + [Row(INSERTED, None, j) for j in gap_right], False
+    pairs, bounded = align([left[i].shape for i in gap_left], [right[j].shape for j in gap_right])
+    rows = []
+    for x, y in pairs:
+        i = gap_left[x] if x is not None else None
+        j = gap_right[y] if y is not None else None
+        if i is not None and j is not None:
+            what = _outcome_differences(left[i], right[j])
+            if left[i].key != right[j].key:
+                what = ("args" if left[i].kind == Step.Kind.TOOL_CALL else "text", *what)
+            rows.append(Row(CHANGED if what else EQUAL, i, j, what))
+        elif i is not None:
+            rows.append(Row(REMOVED, i, None))
+        else:
+            rows.append(Row(INSERTED, None, j))
+    return rows, bounded
+
+
+def _outcome_differences(a: StepFacts, b: StepFacts) -> tuple[str, ...]:
+    """Return what differs in the outcome of two steps: their result, their status."""
+    what = []
+    if a.outcome[1] != b.outcome[1]:
+        what.append("result")
+    if a.outcome[0] != b.outcome[0]:
+        what.append("status")
+    return tuple(what)
+
+
+def loop_start(run: Run) -> LoopStart | None:
+    """Return where a run started to loop: its first warn or stop finding, by firing step."""
+    finding = (
+        Finding.objects.filter(run=run, severity__in=[Finding.Severity.WARN, Finding.Severity.STOP])
+        .order_by("fired_at", "id")
+        .first()
+    )
+    if finding is None:
+        return None
+    started = finding.started_at if finding.started_at is not None else finding.fired_at
+    return LoopStart(finding.detector, finding.severity, finding.tool, started, finding.fired_at)
+
+
+def compare_runs(left: Run, right: Run) -> Comparison:
+    """Align two runs' steps and gather their totals and loop starts (reads only)."""
+    left_steps, right_steps = step_facts(left), step_facts(right)
+    rows, bounded = align_steps(left_steps, right_steps)
+    return Comparison(
+        left=left,
+        right=right,
+        left_steps=left_steps,
+        right_steps=right_steps,
+        rows=rows,
+        bounded=bounded,
+        left_loop=loop_start(left),
+        right_loop=loop_start(right),
+        counts=dict(Counter(row.kind for row in rows)),
+    )
+
+
+# -- which run to compare with -------------------------------------------------------------
+
+_VARIABLE = re.compile(r"[0-9a-f]{8,}|\d+")
+
+
+def name_pattern(name: str) -> str | None:
+    """Return a regex matching names like this one with other numbers or ids (run-7, run-8)."""
+    parts = _VARIABLE.split(name)
+    if len(parts) == 1 or not "".join(parts).strip(" -_#:./"):
+        return None
+    return "^" + r"(?:[0-9a-f]{8,}|\d+)".join(re.escape(part) for part in parts) + "$"
+
+
+def default_other(run: Run) -> Run | None:
+    """Return the run to compare with by default: the previous run of the same task
+    (same metadata task, same name, or the same name with other numbers), else of the same
+    agent, else the previous run of the project; a later one when none came before."""
+    others = Run.objects.filter(project_id=run.project_id).exclude(pk=run.pk)
+    meta = run.metadata if isinstance(run.metadata, dict) else {}
+    tests = []
+    if isinstance(meta.get("task"), str) and meta["task"]:
+        tests.append(Q(metadata__task=meta["task"]))
+    tests.append(Q(name=run.name))
+    if pattern := name_pattern(run.name):
+        tests.append(Q(name__regex=pattern))
+    agent = getattr(run, "agent", "") or meta.get("agent")
+    if isinstance(agent, str) and agent:
+        tests.append(Q(metadata__agent=agent))
+        if hasattr(Run, "agent"):
+            tests.append(Q(agent=agent))
+    tests.append(Q())
+    before = Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk)
+    for test in tests:
+        same = others.filter(test)
+        found = same.filter(before).order_by("-created_at", "-id").first()
+        if found is None:
+            found = same.order_by("created_at", "id").first()
+        if found is not None:
+            return found
+    return None
+
+
+def candidates(run: Run, query: str = "", first: Run | None = None, limit: int = 50) -> list[Run]:
+    """Return runs to compare with: ``first`` (already allowed), then the run's project's
+    other runs, newest first, whose name or session id holds ``query`` (or whose id it is)."""
+    others = Run.objects.filter(project_id=run.project_id).exclude(pk=run.pk)
+    if first is not None:
+        others = others.exclude(pk=first.pk)
+    if query:
+        test = Q(name__icontains=query) | Q(external_id__icontains=query)
+        if query.lstrip("#").isdigit():
+            test |= Q(pk=int(query.lstrip("#")))
+        others = others.filter(test)
+    found = others.only("id", "name", "verdict", "step_count", "created_at")
+    found = list(found.order_by("-created_at", "-id")[:limit])
+    return [first, *found] if first is not None and not query else found

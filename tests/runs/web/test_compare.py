@@ -1,0 +1,156 @@
+"""The compare pages: picker, side by side, folds and pages, no-JS links, 404 across
+projects, and hostile trace content escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from tests.helpers import call, message, native_jsonl
+
+pytestmark = pytest.mark.django_db
+
+HX = {"HX-Request": "true"}
+
+
+def stored(process, project, events, run_id):
+    for n, event in enumerate(events):
+        event["run_id"] = run_id
+        event["seq"] = n
+    return process(project, native_jsonl(*events), name=f"{run_id}.jsonl").runs.get()
+
+
+def work(n, start=0):
+    return [
+        call("read_file", {"path": f"src/m{k}.py"}, f"text {k}") for k in range(start, start + n)
+    ]
+
+
+@pytest.fixture
+def pair(project, process):
+    """A run that loops on web_search, then the same task's run with the loop fixed."""
+    loop = [call("web_search", {"query": "same"}, {"results": []}) for _ in range(8)]
+    looping = stored(process, project, [message("user", "find it"), *work(3), *loop], "task-7")
+    fixed_events = [message("user", "find it"), *work(3), loop[0], call("answer", {"a": 1}, "ok")]
+    fixed = stored(process, project, fixed_events, "task-8")
+    return looping, fixed
+
+
+def html_of(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def test_the_run_page_links_to_compare_without_javascript(client_in, pair):
+    looping, _ = pair
+    html = html_of(client_in.get(looping.get_absolute_url()))
+    assert f'href="{reverse("runs:compare_pick", args=[looping.pk])}"' in html
+
+
+def test_the_picker_preselects_the_previous_run_of_the_same_task(client_in, pair):
+    looping, fixed = pair
+    html = html_of(client_in.get(reverse("runs:compare_pick", args=[fixed.pk])))
+    assert re.search(rf'<option value="{looping.pk}" selected>', html)
+    assert f'<option value="{fixed.pk}"' not in html  # not itself
+    response = client_in.get(reverse("runs:compare_pick", args=[fixed.pk]), {"other": looping.pk})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("runs:compare", args=[fixed.pk, looping.pk])
+
+
+def test_the_picker_searches_the_projects_runs(client_in, pair, project, process):
+    looping, fixed = pair
+    stored(process, project, work(2), "unrelated")
+    html = html_of(client_in.get(reverse("runs:compare_pick", args=[fixed.pk]), {"q": "unrel"}))
+    assert ">#" in html and "unrelated" in html and "task-7" not in html
+
+
+def test_the_comparison_shows_both_runs_aligned_with_the_loop_start(client_in, pair):
+    looping, fixed = pair
+    html = html_of(client_in.get(reverse("runs:compare", args=[looping.pk, fixed.pk])))
+    kinds = re.findall(r'data-kind="(\w+)"', html)
+    assert kinds == ["equal"] * 5 + ["removed"] * 7 + ["inserted"]
+    assert "loop starts here" in html
+    assert "7 only left" in html and "1 only right" in html and "5 equal" in html
+    finding = looping.findings.filter(severity__in=["warn", "stop"]).order_by("fired_at").first()
+    start = finding.started_at if finding.started_at is not None else finding.fired_at
+    assert f"at step #{start}" in html
+    # each side links to its own run's steps
+    assert reverse("runs:step", args=[looping.pk, 4]) in html
+    assert reverse("runs:step", args=[fixed.pk, 4]) in html
+    # swapped: the loop is on the right now
+    html = html_of(client_in.get(reverse("runs:compare", args=[fixed.pk, looping.pk])))
+    kinds = re.findall(r'data-kind="(\w+)"', html)
+    assert kinds == ["equal"] * 5 + ["removed"] + ["inserted"] * 7  # a gap lists removals first
+
+
+def test_a_changed_call_shows_what_changed(client_in, project, process):
+    left = stored(process, project, [*work(3), call("bash", {"cmd": "make a"}, "ok")], "c-1")
+    right = stored(process, project, [*work(3), call("bash", {"cmd": "make b"}, "ok")], "c-2")
+    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    assert re.findall(r'data-kind="(\w+)"', html) == ["equal"] * 3 + ["changed"]
+    assert "args changed" in html
+    assert re.search(r'class="diff__del">-\s*&quot;cmd&quot;: &quot;make a&quot;', html)
+    assert re.search(r'class="diff__add">\+\s*&quot;cmd&quot;: &quot;make b&quot;', html)
+
+
+def test_long_equal_stretches_fold_and_unfold_with_or_without_htmx(client_in, project, process):
+    left = stored(process, project, [*work(300), call("bash", {"cmd": "a"}, "x")], "long-1")
+    right = stored(process, project, [*work(300), call("bash", {"cmd": "b"}, "x")], "long-2")
+    url = reverse("runs:compare", args=[left.pk, right.pk])
+    html = html_of(client_in.get(url))
+    assert "Show 296 equal steps" in html
+    assert len(re.findall(r'data-kind="', html)) == 5  # 2 + 2 context rows, the change
+    unfold = f"{url}?from=2&amp;to=297&amp;flat=1"
+    assert f'href="{unfold}"' in html and f'hx-get="{unfold}"' in html
+    # without JavaScript: the whole page, that stretch unfolded, paged
+    page = html_of(client_in.get(url, {"from": 2, "to": 297, "flat": 1}))
+    assert "<html" in page and len(re.findall(r'data-kind="equal"', page)) == 200
+    assert f'href="{url}?from=202&amp;flat=1&amp;to=297"' in page
+    # with htmx: only the rows
+    part = html_of(client_in.get(url, {"from": 202, "to": 297, "flat": 1}, headers=HX))
+    assert "<html" not in part and len(re.findall(r'data-kind="equal"', part)) == 96
+
+
+def test_a_big_comparison_is_paged(client_in, project, process):
+    left = stored(process, project, [call("grep", {"q": k}, "a") for k in range(400)], "big-1")
+    right = stored(process, project, [call("grep", {"q": k}, "b") for k in range(400)], "big-2")
+    url = reverse("runs:compare", args=[left.pk, right.pk])
+    html = html_of(client_in.get(url))
+    assert len(re.findall(r'data-kind="changed"', html)) == 150
+    assert f'hx-get="{url}?from=150"' in html and f'href="{url}?from=150"' in html
+    part = html_of(client_in.get(url, {"from": 300}, headers=HX))
+    assert len(re.findall(r'data-kind="changed"', part)) == 100 and "More rows" not in part
+
+
+def test_another_projects_run_is_a_404(client_in, pair, other_project, process):
+    looping, _ = pair
+    theirs = stored(process, other_project, work(3), "task-9")
+    assert client_in.get(reverse("runs:compare", args=[looping.pk, theirs.pk])).status_code == 404
+    assert client_in.get(reverse("runs:compare", args=[theirs.pk, looping.pk])).status_code == 404
+    assert client_in.get(reverse("runs:compare_pick", args=[theirs.pk])).status_code == 404
+    pick = reverse("runs:compare_pick", args=[looping.pk])
+    assert client_in.get(pick, {"other": theirs.pk}).status_code == 404
+    assert "task-9" not in html_of(client_in.get(pick, {"q": "task"}))
+
+
+def test_anonymous_users_are_sent_to_log_in(client, pair):
+    looping, fixed = pair
+    response = client.get(reverse("runs:compare", args=[looping.pk, fixed.pk]))
+    assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_hostile_trace_content_is_escaped(client_in, project, process):
+    evil = "<script>alert(1)</script>"
+    left_events = [message("user", evil), call(f"tool{evil}", {"q": evil}, evil)]
+    right_events = [message("user", evil + "!"), call(f"tool{evil}", {"q": evil + "?"}, evil)]
+    left = stored(process, project, left_events, f"run{evil}1")
+    right = stored(process, project, right_events, f"run{evil}2")
+    for url in (
+        reverse("runs:compare", args=[left.pk, right.pk]),
+        reverse("runs:compare_pick", args=[left.pk]),
+    ):
+        html = html_of(client_in.get(url))
+        assert "<script>alert(1)</script>" not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
