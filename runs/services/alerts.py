@@ -34,6 +34,80 @@ MAX_FINDINGS = 10  # in one run alert's payload
 HELD_TITLES = 5
 
 
+# --- rules ----------------------------------------------------------------------------------
+
+RULE_FIELDS = (
+    "name", "kind", "enabled", "severity", "tools", "agents", "detectors", "max_per_hour",
+    "metric", "window_minutes", "warn_threshold", "alert_threshold", "no_data", "hour",
+)  # fmt: skip
+
+
+class RuleInvalid(ValueError):
+    """A rule that cannot be saved; the message says why, for the form or the API."""
+
+
+def save_rule(
+    project: Project,
+    values: dict,
+    *,
+    rule: AlertRule | None = None,
+    channel_ids: Iterable[int] | None = None,
+    user=None,
+) -> AlertRule:
+    """Create (rule None) or change a project's alert rule from `values` (RULE_FIELDS; those
+    missing keep their value) and set its channels, which must be the project's.
+    Raises RuleInvalid."""
+    rule = rule or AlertRule(
+        project=project, created_by=user if user and user.is_authenticated else None
+    )
+    for field in RULE_FIELDS:
+        if field in values:
+            setattr(rule, field, values[field])
+    check_rule(rule)
+    chosen = None
+    if channel_ids is not None:
+        wanted = set(channel_ids)
+        chosen = list(project.channels.filter(pk__in=wanted))
+        if len(chosen) != len(wanted):
+            raise RuleInvalid("a chosen channel is not one of this project's")
+    with transaction.atomic():
+        rule.save()
+        if chosen is not None:
+            rule.channels.set(chosen)
+    return rule
+
+
+def check_rule(rule: AlertRule) -> None:
+    """Raise RuleInvalid unless the rule's fields make sense for its kind."""
+    rule.name = (rule.name or "").strip()[:100]
+    if not rule.name:
+        raise RuleInvalid("give the rule a name")
+    if rule.kind not in AlertRule.Kind.values:
+        raise RuleInvalid(f"kind must be one of {', '.join(AlertRule.Kind.values)}")
+    if rule.severity not in SEVERITY_RANK:
+        raise RuleInvalid("severity must be warn or stop")
+    if rule.no_data not in AlertRule.NoData.values:
+        raise RuleInvalid(f"no_data must be one of {', '.join(AlertRule.NoData.values)}")
+    rule.tools, rule.agents, rule.detectors = (
+        sorted({item.strip()[:limit] for item in items if item.strip()})[:50]
+        for items, limit in ((rule.tools, 200), (rule.agents, 200), (rule.detectors, 40))
+    )
+    if rule.kind == AlertRule.Kind.RATE:
+        if rule.metric not in AlertRule.Metric.values:
+            raise RuleInvalid(f"a rate rule needs a metric: {', '.join(AlertRule.Metric.values)}")
+        if rule.warn_threshold is None and rule.alert_threshold is None:
+            raise RuleInvalid("a rate rule needs a warn or an alert threshold")
+        if (
+            None not in (rule.warn_threshold, rule.alert_threshold)
+            and rule.warn_threshold > rule.alert_threshold
+        ):
+            raise RuleInvalid("the warn threshold must not exceed the alert threshold")
+        if not 1 <= rule.window_minutes <= 7 * 24 * 60:
+            raise RuleInvalid("the window is 1 minute to 7 days")
+    if rule.kind == AlertRule.Kind.DIGEST and not 0 <= rule.hour <= 23:
+        raise RuleInvalid("the digest hour is 0 to 23")
+
+
 # --- firing ---------------------------------------------------------------------------------
 
 
@@ -487,3 +561,8 @@ def waste_text(row) -> str:  # type: ignore[no-untyped-def]
     if row.waste_seconds is not None:
         parts.append(f"{row.waste_seconds:,.0f} s")
     return " · ".join(parts)
+
+
+def delete_rule(rule: AlertRule) -> None:
+    """Delete a rule and its alerts (their delivery log goes with them)."""
+    rule.delete()

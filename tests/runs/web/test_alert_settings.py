@@ -1,0 +1,188 @@
+"""The alerts sections of the project settings page: channels, rules and the delivery log,
+changed by owners only, seen by members, and 404 for other projects."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from runs.models import Alert, AlertRule, Channel, Delivery, Membership
+from runs.services import channels
+from tests.runs.services.test_alerts import Receiver
+
+
+@pytest.fixture
+def receiver():
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture(autouse=True)
+def private_ok(settings):
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = True
+
+
+def settings_url(project) -> str:
+    return reverse("runs:project_settings", args=[project.slug])
+
+
+def add_channel(client, project, **fields):
+    data = {"channel-name": "ops hook", "channel-kind": "webhook", **fields}
+    return client.post(reverse("runs:alert_channel_create", args=[project.slug]), data)
+
+
+def test_an_owner_adds_a_webhook_and_its_secret_is_shown_once(client_in, project, receiver):
+    response = add_channel(client_in, project, **{"channel-url": receiver.url + "?t=zz99"})
+    assert response.status_code == 302
+    channel = Channel.objects.get(project=project)
+    secret = channels.secret_of(channel)
+    page = client_in.get(settings_url(project)).content.decode()
+    assert secret in page and "shown only once" in page
+    assert "127.0.0.1/…zz99" in page
+    again = client_in.get(settings_url(project)).content.decode()
+    assert secret not in again
+    assert receiver.url not in again  # the URL is never shown again either
+
+
+def test_a_private_url_is_refused_without_the_setting(client_in, project, settings):
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = False
+    response = add_channel(client_in, project, **{"channel-url": "http://127.0.0.1:9/x"})
+    page = client_in.get(response.url).content.decode()
+    assert "Channel not added" in page and "LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS" in page
+    assert not Channel.objects.exists()
+
+
+def test_send_test_reaches_the_receiver_and_shows_in_the_log(client_in, project, receiver):
+    add_channel(client_in, project, **{"channel-url": receiver.url})
+    channel = Channel.objects.get()
+    url = reverse("runs:alert_channel_action", args=[project.slug, channel.pk])
+    page = client_in.post(url, {"action": "test"}, follow=True).content.decode()
+    assert "Test sent to “ops hook” (200)" in page
+    assert receiver.requests[0]["json"]["kind"] == "test"
+    log = client_in.get(
+        reverse("runs:alert_deliveries", args=[project.slug]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert log.lstrip().startswith('<section class="card" id="delivery-log"')
+    assert "sent" in log and Delivery.objects.get().payload_sha256[:12] in log
+
+
+def test_disable_and_delete_a_channel(client_in, project, receiver):
+    add_channel(client_in, project, **{"channel-url": receiver.url})
+    channel = Channel.objects.get()
+    url = reverse("runs:alert_channel_action", args=[project.slug, channel.pk])
+    client_in.post(url, {"action": "disable"})
+    channel.refresh_from_db()
+    assert not channel.enabled
+    client_in.post(url, {"action": "delete"})
+    assert not Channel.objects.exists()
+
+
+def rule_data(**fields) -> dict:
+    data = {
+        "rule-name": "stops", "rule-kind": "run", "rule-enabled": "on", "rule-severity": "stop",
+        "rule-max_per_hour": "10", "rule-window_minutes": "60", "rule-no_data": "ok",
+        "rule-hour": "9", "rule-tools": "", "rule-agents": "", "rule-detectors": "",
+    }  # fmt: skip
+    return data | {f"rule-{k}": v for k, v in fields.items()}
+
+
+def test_create_edit_and_delete_a_rule(client_in, project, receiver):
+    add_channel(client_in, project, **{"channel-url": receiver.url})
+    channel = Channel.objects.get()
+    create = reverse("runs:alert_rule_create", args=[project.slug])
+    response = client_in.post(create, rule_data(channels=[channel.pk], tools="bash, web_*"))
+    assert response.status_code == 302
+    rule = AlertRule.objects.get()
+    assert list(rule.channels.all()) == [channel] and rule.tools == ["bash", "web_*"]
+    edit_page = client_in.get(settings_url(project) + f"?rule={rule.pk}").content.decode()
+    assert "Edit “stops”" in edit_page
+    edit = reverse("runs:alert_rule_edit", args=[project.slug, rule.pk])
+    client_in.post(edit, rule_data(name="warns too", severity="warn", channels=[channel.pk]))
+    rule.refresh_from_db()
+    assert (rule.name, rule.severity) == ("warns too", "warn")
+    client_in.post(reverse("runs:alert_rule_delete", args=[project.slug, rule.pk]))
+    assert not AlertRule.objects.exists()
+
+
+def test_an_invalid_rate_rule_is_shown_again_with_its_error(client_in, project):
+    create = reverse("runs:alert_rule_create", args=[project.slug])
+    response = client_in.post(create, rule_data(kind="rate", metric="flagged_share"))
+    assert response.status_code == 400
+    assert "a rate rule needs a warn or an alert threshold" in response.content.decode()
+    response = client_in.post(
+        create,
+        rule_data(kind="rate", metric="flagged_share", warn_threshold="0.9", alert_threshold="0.5"),
+    )
+    assert "must not exceed the alert threshold" in response.content.decode()
+    assert not AlertRule.objects.exists()
+
+
+def test_a_rule_cannot_use_another_projects_channel(client_in, project, other_project, receiver):
+    theirs, _ = channels.create_channel(
+        other_project, channels.ChannelData(name="theirs", kind="webhook", url=receiver.url)
+    )
+    create = reverse("runs:alert_rule_create", args=[project.slug])
+    response = client_in.post(create, rule_data(channels=[theirs.pk]))
+    assert response.status_code == 400
+    assert not AlertRule.objects.exists()
+
+
+def test_members_see_the_alerts_but_change_nothing(client, project, receiver):
+    member = get_user_model().objects.create_user("bob", password="pw-bob-12345")
+    Membership.objects.create(project=project, user=member, role=Membership.Role.MEMBER)
+    channels.create_channel(
+        project, channels.ChannelData(name="ops hook", kind="webhook", url=receiver.url)
+    )
+    client.force_login(member)
+    page = client.get(settings_url(project)).content.decode()
+    assert "ops hook" in page and "Delivery log" in page
+    assert 'id="channel-form"' not in page and 'id="rule-form"' not in page
+    assert add_channel(client, project, **{"channel-url": receiver.url}).status_code == 403
+    create = reverse("runs:alert_rule_create", args=[project.slug])
+    assert client.post(create, rule_data()).status_code == 403
+    assert Channel.objects.count() == 1
+
+
+def test_another_projects_alerts_are_404(client_in, other_project, receiver):
+    theirs, _ = channels.create_channel(
+        other_project, channels.ChannelData(name="theirs", kind="webhook", url=receiver.url)
+    )
+    rule = AlertRule.objects.create(project=other_project, name="r", kind="run")
+    slug = other_project.slug
+    urls = [
+        ("get", reverse("runs:project_settings", args=[slug])),
+        ("get", reverse("runs:alert_deliveries", args=[slug])),
+        ("post", reverse("runs:alert_channel_create", args=[slug])),
+        ("post", reverse("runs:alert_channel_action", args=[slug, theirs.pk])),
+        ("post", reverse("runs:alert_rule_edit", args=[slug, rule.pk])),
+        ("post", reverse("runs:alert_rule_delete", args=[slug, rule.pk])),
+    ]
+    for method, url in urls:
+        assert getattr(client_in, method)(url, {"action": "delete"}).status_code == 404, url
+    assert Channel.objects.filter(pk=theirs.pk).exists()
+    assert receiver.requests == []
+
+
+def test_the_delivery_log_escapes_trace_content(client_in, project, receiver):
+    channel, _ = channels.create_channel(
+        project, channels.ChannelData(name="ops", kind="webhook", url=receiver.url)
+    )
+    rule = AlertRule.objects.create(project=project, name="r", kind="run")
+    alert = Alert.objects.create(
+        rule=rule, key="run:1", payload={"title": "Run “<script>alert(1)</script>” reached stop"}
+    )
+    Delivery.objects.create(
+        alert=alert, channel=channel, status="failed", response_code=400,
+        error="<img src=x onerror=alert(2)>", payload_sha256="ab" * 32,
+    )  # fmt: skip
+    page = client_in.get(settings_url(project)).content.decode()
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<img src=x" not in page
+
+
+def test_the_log_link_works_without_javascript(client_in, project):
+    response = client_in.get(reverse("runs:alert_deliveries", args=[project.slug]))
+    assert response.status_code == 302
+    assert response.url == settings_url(project) + "#delivery-log"
