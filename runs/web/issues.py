@@ -1,0 +1,136 @@
+"""What the Issues list and an issue's page show (read only: states change in the service)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date, timedelta
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import QueryDict
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+import detection
+
+from ..models import Finding, LoopIssue
+from ..services import access, issues
+from . import charts
+
+ISSUES_PER_PAGE = 50
+RUNS_PER_PAGE = 20
+SPARK_DAYS = 30
+
+
+def filter_from(query: QueryDict) -> tuple[issues.IssueFilter, str]:
+    """Return the issue filter and the project slug the query asks for (unknown values
+    are ignored, not errors: a list link keeps working when a choice goes away)."""
+    state = query.get("state", "")
+    sort = query.get("sort", "last_seen")
+    detector = query.get("detector", "")
+    wanted = issues.IssueFilter(
+        state=state if state in LoopIssue.State.values else "",
+        detector=detector if detector in detection.catalogue.NAMES else "",
+        tool=query.get("tool", "").strip()[:200],
+        version=query.get("version", "").strip()[:100],
+        sort=sort if sort in issues.SORTS else "last_seen",
+    )
+    return wanted, query.get("project", "")[:100]
+
+
+def list_context(user, query: QueryDict) -> dict:
+    """Return the Issues list: the user's projects' issues, filtered, sorted and paged, each
+    with a sparkline of its runs per day over the last SPARK_DAYS days."""
+    wanted, slug = filter_from(query)
+    projects = list(access.projects_for(user))
+    chosen = [p.pk for p in projects if not slug or p.slug == slug]
+    found = issues.filter_issues(LoopIssue.objects.filter(project_id__in=chosen), wanted)
+    page = Paginator(found.select_related("project"), ISSUES_PER_PAGE).get_page(query.get("page"))
+    today = timezone.now().date()
+    since = today - timedelta(days=SPARK_DAYS - 1)
+    days = issues.days_of([issue.pk for issue in page], timezone.now() - timedelta(SPARK_DAYS))
+    for issue in page:
+        issue.spark = charts.sparkline(_series(days.get(issue.pk, {}), since, today))
+        issue.title_html = title_html(issue.title)
+    params = {k: v for k, v in {**dataclasses.asdict(wanted), "project": slug}.items() if v}
+    if wanted.sort == "last_seen":
+        del params["sort"]  # the default order
+    return {
+        "issues": page,
+        "filters": wanted,
+        "project_slug": slug,
+        "projects": projects,
+        "query": urlencode(params),
+        "states": LoopIssue.State.choices,
+        "detectors": list(detection.catalogue.NAMES),
+        "sorts": [("last_seen", "Last seen"), ("runs", "Most runs"), ("waste", "Most waste")],
+        "versions": _versions(chosen),
+        "active": bool(params.keys() - {"sort"}),
+    }
+
+
+def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
+    """Return an issue's page: its runs (newest first, paged), trend by day and by version,
+    the example finding, and its first and last run side by side."""
+    runs = Paginator(issues.runs_of(issue).defer("search", "summary"), RUNS_PER_PAGE)
+    page = runs.get_page(page_number)
+    rows = list(issue.days.values_list("day", "runs"))
+    trend = charts.daily_columns([(day, n, n) for day, n in _fill(rows)]) if rows else ""
+    versions = issues.by_version(issue)
+    example = (
+        Finding.objects.filter(issue=issue).select_related("run").order_by("run_id", "id").first()
+    )
+    issue.title_html = title_html(issue.title)
+    return {
+        "issue": issue,
+        "runs": page,
+        "trend": trend,
+        "by_version": versions,
+        "version_chart": charts.bars([(v or "no version", n) for v, n, _ in versions], unit=" run")
+        if len(versions) > 1 or (versions and versions[0][0])
+        else "",
+        "example": example,
+        "sides": [("First run", issue.first_run), ("Last run", issue.last_run)],
+        "states": [("resolve", "Resolve"), ("ignore", "Ignore"), ("reopen", "Reopen")],
+        "can_compare": bool(
+            issue.first_run_id and issue.last_run_id and issue.first_run_id != issue.last_run_id
+        ),
+    }
+
+
+def title_html(title: str) -> SafeString:
+    """Return an issue title as HTML: its `backticked` names as code, everything escaped."""
+    parts = title.split("`")
+    return format_html_join(
+        "",
+        "{}",
+        (
+            (format_html("<code>{}</code>", part) if i % 2 else part,)
+            for i, part in enumerate(parts)
+        ),
+    )
+
+
+def _series(counts: dict[date, int], since: date, until: date) -> list[int]:
+    return [counts.get(since + timedelta(days=i), 0) for i in range((until - since).days + 1)]
+
+
+def _fill(rows: list[tuple[date, int]]) -> list[tuple[date, int]]:
+    """Return one row per day from the first to the last, zero where nothing happened."""
+    counts = dict(rows)
+    first, last = min(counts), max(counts)
+    return [
+        (d, counts.get(d, 0))
+        for d in (first + timedelta(i) for i in range((last - first).days + 1))
+    ]
+
+
+def _versions(project_ids: list[int]) -> list[str]:
+    """Return the agent versions seen in these projects' issues (for the filter)."""
+    found: QuerySet = LoopIssue.objects.filter(project_id__in=project_ids, finding_count__gt=0)
+    seen = {v for row in found.values_list("versions", flat=True)[:2000] for v in row}
+    return sorted(
+        seen, key=lambda v: (issues.version_key(v) is None, issues.version_key(v) or (), v)
+    )
