@@ -3,6 +3,8 @@ reason picked from the keyboard; `t` then relabels it, and the labels are stored
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
@@ -55,6 +57,8 @@ def test_label_a_finding_by_click_and_one_by_keyboard(page, run):
     reasons = page.locator(f"#label-{fetch.pk} .label-box__false")
     expect(reasons).to_have_attribute("open", "")
     expect(reasons.get_by_role("button", name="Polling")).to_be_focused()
+    if shots := os.environ.get("LOOPBOARD_SCREENSHOTS"):  # a folder: the README's pictures
+        page.locator("#findings-panel").screenshot(path=f"{shots}/labels.png")
     page.keyboard.press("Tab")
     expect(reasons.get_by_role("button", name="Paging")).to_be_focused()
     page.keyboard.press("Enter")
