@@ -280,3 +280,20 @@ def test_a_grouping_waits_for_the_other_workers_commit_and_counts_it(project):
     two.join(10)
     issue = _only_issue()
     assert (issue.run_count, issue.finding_count) == (2, 2)
+
+
+def test_the_regroup_command_rebuilds_one_project(project, other_project):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    upload(project, search_loop("a"), "a.jsonl")
+    upload(other_project, search_loop("a"), "a.jsonl")
+    Finding.objects.update(issue=None, fingerprint="")
+    out = StringIO()
+    call_command("regroup", "--project", project.slug, stdout=out)
+    assert out.getvalue().strip() == "regrouped 1 run(s) into 1 issue(s)"
+    assert Finding.objects.filter(run__project=project, issue__isnull=False).count() == 1
+    assert not Finding.objects.filter(run__project=other_project, issue__isnull=False).exists()
+    with pytest.raises(CommandError):
+        call_command("regroup", "--project", "nope", stdout=out)

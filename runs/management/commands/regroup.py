@@ -1,0 +1,23 @@
+"""Rebuild loop issues from the stored findings (all projects, or one)."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.models import Project
+from runs.services import issues
+
+
+class Command(BaseCommand):
+    help = "Fingerprint every finding again and rebuild the loop issues; states are kept."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--project", help="project slug; default all projects")
+
+    def handle(self, *args, project, **options):
+        projects = Project.objects.all()
+        if project:
+            projects = projects.filter(slug=project)
+            if not projects.exists():
+                raise CommandError(f"no project {project!r}")
+        runs = issues.regroup(projects)
+        count = sum(p.loop_issues.filter(finding_count__gt=0).count() for p in projects)
+        self.stdout.write(f"regrouped {runs} run(s) into {count} issue(s)")
