@@ -13,6 +13,9 @@ from ninja.errors import AuthenticationError, ValidationError
 from ninja.parser import Parser
 
 from runs.api import auth, middleware, ratelimit
+from runs.api.alerts import router as alerts_router
+from runs.api.issues import router as issues_router
+from runs.api.labels import router as labels_router
 from runs.api.router import router
 from runs.importers.reading import json_depth_ok
 
@@ -52,6 +55,9 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 api.add_router("/", router)
+api.add_router("/", alerts_router)
+api.add_router("/", labels_router)
+api.add_router("/", issues_router)
 
 
 def _error(request: HttpRequest, message: str, status: int, **headers: str) -> HttpResponse:

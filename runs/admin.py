@@ -7,8 +7,20 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import ApiKey, Finding, Membership, PolicyChange, Project, Run, Step, ToolPolicy, Trace
-from .services import access, policy
+from .models import (
+    ApiKey,
+    Finding,
+    Label,
+    LoopIssue,
+    Membership,
+    PolicyChange,
+    Project,
+    Run,
+    Step,
+    ToolPolicy,
+    Trace,
+)
+from .services import access, issues, policy
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
@@ -116,7 +128,54 @@ class FindingAdmin(ProjectScopedAdmin):
     project_path = "run__project"
     list_display = ("run", "detector", "severity", "tool", "count", "threshold", "fired_at")
     list_filter = ("detector", "severity")
-    raw_id_fields = ("run",)
+    raw_id_fields = ("run", "issue")
+
+
+@admin.register(LoopIssue)
+class LoopIssueAdmin(ProjectScopedAdmin):
+    """Loop issues, read-only but for their state, which the actions set (as the issue page
+    does, through `services.issues.set_state`)."""
+
+    list_display = ("title", "project", "state", "run_count", "finding_count", "last_seen")
+    list_filter = ("state", "detector", ("project", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("title", "tool", "fingerprint")
+    readonly_fields = [field.name for field in LoopIssue._meta.fields]
+    actions = ["resolve", "ignore", "reopen"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def _set(self, request: HttpRequest, queryset: QuerySet, state: str) -> None:
+        for issue in queryset:
+            issues.set_state(issue, state, user=request.user)
+        self.message_user(request, f"{queryset.count()} issue(s) set to {state}")
+
+    @admin.action(description="Resolve the selected issues", permissions=["change"])
+    def resolve(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set(request, queryset, "resolved")
+
+    @admin.action(description="Ignore the selected issues", permissions=["change"])
+    def ignore(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set(request, queryset, "ignored")
+
+    @admin.action(description="Reopen the selected issues", permissions=["change"])
+    def reopen(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set(request, queryset, "open")
+
+
+@admin.register(Label)
+class LabelAdmin(ProjectScopedAdmin):
+    """People's judgements of findings, as made on the run page (read-only here)."""
+
+    list_display = ("created_at", "verdict", "reason", "detector", "tool", "run", "user")
+    list_filter = ("verdict", "reason", "detector", ("project", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("tool", "text", "run__name", "run__external_id", "user__username")
+    date_hierarchy = "created_at"
+    list_select_related = ("run", "user")
+    readonly_fields = [field.name for field in Label._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 class ToolPolicyForm(forms.ModelForm):

@@ -23,6 +23,7 @@ class Project(models.Model):
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects", blank=True
     )
     created_at = models.DateTimeField(default=timezone.now)
+    timezone = models.CharField(max_length=64, default="UTC")  # IANA name: the digest's hour
 
     class Meta:
         ordering = ["name"]
@@ -138,6 +139,8 @@ class Trace(models.Model):
     import_attempts = models.PositiveSmallIntegerField(default=0)  # imports started
     warnings = models.JSONField(default=list, blank=True)  # "file:line: reason", at most 100
     source = models.CharField(max_length=10, choices=Source, default=Source.UPLOAD)
+    # The agent version the uploader gave (upload form, API); its runs take it at ingest.
+    agent_version = models.CharField(max_length=100, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
@@ -177,6 +180,10 @@ class Run(models.Model):
     name = models.CharField(max_length=255)
     format = models.CharField(max_length=40)
     metadata = models.JSONField(default=dict, blank=True)
+    # Denormalised from the metadata at ingest (`services.ingest.agent_of`): loop issues
+    # group and filter by them.
+    agent = models.CharField(max_length=200, blank=True, db_index=True)
+    agent_version = models.CharField(max_length=100, blank=True, db_index=True)
     step_count = models.PositiveIntegerField(default=0)
     tool_call_count = models.PositiveIntegerField(default=0)
     verdict = models.CharField(max_length=8, choices=Verdict, default=Verdict.PENDING)
@@ -324,6 +331,11 @@ class Finding(models.Model):
     waste_tokens = models.BigIntegerField(null=True, blank=True)
     waste_cost = models.FloatField(null=True, blank=True)
     waste_seconds = models.FloatField(null=True, blank=True)
+    # The loop's fingerprint (`services.fingerprints`) and the issue it is grouped into.
+    fingerprint = models.CharField(max_length=16, blank=True)
+    issue = models.ForeignKey(
+        "LoopIssue", null=True, blank=True, on_delete=models.SET_NULL, related_name="findings"
+    )
 
     class Meta:
         ordering = ["run", "fired_at", "id"]
@@ -483,3 +495,397 @@ class LedgerRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} repeats #{self.repeat_of} (x{self.count})"
+
+
+# Labels ----------------------------------------------------------------------------------------
+
+
+class Label(models.Model):
+    """A person's judgement of one finding of a run: a real loop, or a false alarm and why.
+
+    Re-analysis deletes and rewrites a run's findings (`services.analysis.write`), so a label
+    keeps the finding's identity (detector, tool, signature, seq range) and is matched to the
+    run's current findings by it (`services.labels`); `finding` is the row it was made on, NULL
+    once that row is gone. Every judgement is kept; the latest one per finding identity counts.
+    """
+
+    class Verdict(models.TextChoices):
+        REAL = "real", "real loop"
+        FALSE = "false", "false alarm"
+
+    class Reason(models.TextChoices):
+        POLLING = "polling", "polling"
+        PAGING = "paging", "paging"
+        BATCH = "batch", "batch work"
+        EDIT_RECHECK = "edit-recheck", "edit and re-check"
+        OTHER = "other", "other"
+
+    # Denormalised from the run: the export reads a project's labels by time without a join.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="labels")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="labels")
+    # Its constraint, ON DELETE SET NULL, is made by migration 0014: PostgreSQL clears it, so
+    # deleting a run's findings on re-analysis stays one DELETE (a Python-level SET_NULL makes
+    # Django load every finding first; Django refuses DB_SET_NULL beside a CASCADE).
+    finding = models.ForeignKey(
+        Finding,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="labels",
+    )
+    # The finding's identity, copied so the label outlives the finding row.
+    detector = models.CharField(max_length=40)
+    tool = models.CharField(max_length=200, blank=True)
+    signature = models.CharField(max_length=200, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True)  # the loop's, across runs
+    severity = models.CharField(max_length=5, choices=Finding.Severity)
+    fired_at = models.PositiveIntegerField(default=0)
+    started_at = models.PositiveIntegerField(null=True, blank=True)
+    seq_first = models.PositiveIntegerField(null=True, blank=True)  # NULL: a run-wide finding
+    seq_last = models.PositiveIntegerField(null=True, blank=True)
+    verdict = models.CharField(max_length=5, choices=Verdict)
+    reason = models.CharField(max_length=12, choices=Reason, blank=True)  # false alarms only
+    text = models.CharField(max_length=500, blank=True)  # the reason in words, for "other"
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    policy_version = models.PositiveIntegerField(default=0)  # policy.current_version then
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["run", "-created_at"], name="label_run_newest"),
+            models.Index(fields=["project", "created_at"], name="label_project_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_verdict_display()}: {self.detector} {self.tool or 'run'} in {self.run_id}"
+
+
+# Alerts ----------------------------------------------------------------------------------------
+
+
+class Channel(models.Model):
+    """Where a project's alerts go: a signed webhook, a Slack incoming webhook or email.
+
+    The URL and the signing secret are stored encrypted (`services.channels`), and shown
+    again only as `hint`.
+    """
+
+    class Kind(models.TextChoices):
+        WEBHOOK = "webhook"
+        SLACK = "slack"
+        EMAIL = "email"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="channels")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=8, choices=Kind)
+    url_encrypted = models.TextField(blank=True)  # Fernet token; a Slack URL is a secret
+    secret_encrypted = models.TextField(blank=True)  # Fernet token of the HMAC signing key
+    # What the pages show of the URL and the secret, e.g. "hooks.slack.com/…abcd".
+    hint = models.CharField(max_length=120, blank=True)
+    recipients = ArrayField(models.EmailField(), default=list, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project", "name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class AlertRule(models.Model):
+    """When to alert a project's channels: a run reaches a severity, a loop issue is new or
+    regressed, a windowed rate crosses a threshold, or the daily digest's hour comes."""
+
+    class Kind(models.TextChoices):
+        RUN = "run", "a run reaches stop or warn"
+        ISSUE = "issue", "a loop issue is new or regressed"
+        RATE = "rate", "a windowed rate crosses a threshold"
+        DIGEST = "digest", "a daily digest"
+
+    class Metric(models.TextChoices):
+        FLAGGED_SHARE = "flagged_share", "flagged runs as a share of runs (0–1)"
+        WASTE_COST_PER_HOUR = "waste_cost_per_hour", "waste cost per hour"
+        WASTE_TOKENS_PER_HOUR = "waste_tokens_per_hour", "waste tokens per hour"
+        STOP_FINDINGS_PER_HOUR = "stop_findings_per_hour", "stop findings per hour"
+
+    class NoData(models.TextChoices):
+        OK = "ok", "counts as ok"
+        ALERT = "alert", "counts as alert"
+        KEEP = "keep", "keeps the last level"
+
+    class Level(models.TextChoices):
+        OK = "ok"
+        WARN = "warn"
+        ALERT = "alert"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="alert_rules")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=6, choices=Kind)
+    channels = models.ManyToManyField(Channel, related_name="rules", blank=True)
+    enabled = models.BooleanField(default=True)
+    # kind "run": the least severity that fires, and optional filters (any of each list).
+    severity = models.CharField(max_length=4, choices=Verdict.choices[2:], default=Verdict.STOP)
+    tools = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    agents = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    detectors = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    # kinds "run" and "issue": alerts over this many an hour are held and summed into the next.
+    max_per_hour = models.PositiveIntegerField(default=10)
+    # kind "rate"
+    metric = models.CharField(max_length=24, choices=Metric, blank=True)
+    window_minutes = models.PositiveIntegerField(default=60)
+    warn_threshold = models.FloatField(null=True, blank=True)
+    alert_threshold = models.FloatField(null=True, blank=True)
+    no_data = models.CharField(max_length=5, choices=NoData, default=NoData.OK)
+    state = models.CharField(max_length=5, choices=Level, default=Level.OK)  # the last level
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    # kind "digest": the hour of day, in the project's time zone
+    hour = models.PositiveSmallIntegerField(default=9)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["project", "name", "id"]
+        indexes = [models.Index(fields=["kind", "enabled"], name="alertrule_kind_enabled")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class Alert(models.Model):
+    """One thing a rule fired for, once: its key ("run:123", "issue:7:regressed:…",
+    "rate:<rule>:<minute>:<level>", "digest:2026-12-01") is unique per rule.
+
+    A rule's alerts over its hourly cap are kept with `held` set and not delivered; the next
+    alert delivered sums them up (`summed_into`).
+    """
+
+    # Null for a channel's "send test".
+    rule = models.ForeignKey(
+        AlertRule, null=True, blank=True, on_delete=models.CASCADE, related_name="alerts"
+    )
+    key = models.CharField(max_length=200)
+    payload = models.JSONField(default=dict)
+    held = models.BooleanField(default=False)
+    summed_into = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="summed"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "key"], name="one_alert_per_rule_key")
+        ]
+        indexes = [models.Index(fields=["rule", "-created_at"], name="alert_rule_newest")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.rule_id})"
+
+
+class Delivery(models.Model):
+    """One attempt to send an alert to a channel, as the delivery log shows it."""
+
+    class Status(models.TextChoices):
+        SENT = "sent"
+        FAILED = "failed"  # refused for good (a 4xx, a redirect, a refused address)
+        RETRYING = "retrying"  # failed; another attempt follows
+        GAVE_UP = "gave_up"  # failed on the last attempt
+
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=8, choices=Status)
+    response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    payload_sha256 = models.CharField(max_length=64)  # of the body sent
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "deliveries"
+        indexes = [
+            models.Index(fields=["channel", "-created_at"], name="delivery_channel_newest"),
+            models.Index(fields=["alert", "channel"], name="delivery_alert_channel"),
+        ]
+
+    def __str__(self) -> str:
+        return f"alert {self.alert_id} to {self.channel_id} #{self.attempt}: {self.status}"
+
+
+# Back-tests ------------------------------------------------------------------------------------
+
+
+class BacktestJob(models.Model):
+    """One back-test: a frozen draft policy against the saved one over a range of stored runs.
+
+    The worker claims the row, walks the runs in id order and writes its progress (and the
+    results so far, with `cursor`) every second or so, so a job a dead worker left behind is
+    resumed where it stopped (`services.backtest`).
+    """
+
+    class Kind(models.TextChoices):
+        MANUAL = "manual"
+        NIGHTLY = "nightly"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="backtests")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    kind = models.CharField(max_length=8, choices=Kind, default=Kind.MANUAL)
+    # The snapshot, frozen when the job is created: editing the policy meanwhile changes nothing.
+    draft = models.JSONField(default=dict)  # the draft policy, canonical (policy.validate)
+    baseline = models.JSONField(default=dict)  # the saved policy at that moment
+    policy_version = models.PositiveIntegerField(default=0)  # policy.current_version then
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+    sample = models.PositiveIntegerField(null=True, blank=True)  # N runs of the range, or all
+    night = models.DateField(null=True, blank=True)  # a nightly job's date: one per night
+    status = models.CharField(max_length=9, choices=Status, default=Status.QUEUED)
+    done = models.PositiveIntegerField(default=0)
+    total = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    # The last run id whose results are in `results`: a resumed job goes on after it.
+    cursor = models.BigIntegerField(default=0)
+    # Which claim owns the job: a worker's progress writes match it, so a worker that lost
+    # the job (it was reclaimed as stale) stops at its next write.
+    attempt = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)  # its last progress write
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    results = models.JSONField(default=dict, blank=True)  # see services.backtest.Tally
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "night"],
+                name="one_nightly_backtest_per_night",
+                condition=models.Q(kind="nightly"),
+            )
+        ]
+        indexes = [
+            models.Index(fields=["project", "kind", "-created_at"], name="backtest_project_kind"),
+            # Recovery looks for unfinished jobs every minute: only those are indexed.
+            models.Index(
+                fields=["heartbeat_at"],
+                name="backtest_unfinished",
+                condition=models.Q(status__in=["queued", "running"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} back-test {self.pk} of {self.project}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:backtest", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.CANCELLED, self.Status.FAILED)
+
+    @property
+    def percent(self) -> int:
+        return int(100 * self.done / self.total) if self.total else (100 if self.is_finished else 0)
+
+
+# Loop issues ----------------------------------------------------------------------------------
+
+
+class LoopIssue(models.Model):
+    """One kind of loop in a project: its findings across runs, grouped by fingerprint."""
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        RESOLVED = "resolved"
+        IGNORED = "ignored"
+        REGRESSED = "regressed"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="loop_issues")
+    fingerprint = models.CharField(max_length=16)
+    detector = models.CharField(max_length=40)
+    tool = models.CharField(max_length=200, blank=True)
+    title = models.CharField(max_length=300)
+    example_message = models.TextField(blank=True)  # the message of its first finding
+    state = models.CharField(max_length=10, choices=State, default=State.OPEN)
+    resolved_in_version = models.CharField(max_length=100, blank=True)
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # Everything below is denormalised from the issue's findings and their runs
+    # (`services.issues.refresh`, recomputed under the row lock whenever they change), so the
+    # Issues list sorts and filters a million findings' worth of issues without a GROUP BY.
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    first_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    run_count = models.PositiveIntegerField(default=0)
+    finding_count = models.PositiveIntegerField(default=0)
+    waste_steps = models.PositiveBigIntegerField(default=0)
+    waste_tokens = models.BigIntegerField(null=True, blank=True)
+    waste_cost = models.FloatField(null=True, blank=True)
+    waste_seconds = models.FloatField(null=True, blank=True)
+    agents = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    models_seen = ArrayField(models.CharField(max_length=200), default=list, blank=True)
+    versions = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "fingerprint"], name="one_issue_per_fingerprint"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["project", "-last_seen", "-id"], name="issue_last_seen"),
+            models.Index(fields=["project", "-run_count", "-id"], name="issue_runs"),
+            models.Index(fields=["project", "-waste_steps", "-id"], name="issue_waste"),
+            GinIndex(fields=["versions"], name="issue_versions_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:issue", args=[self.pk])
+
+
+class IssueDay(models.Model):
+    """One day of a loop issue: its runs, findings and waste that day (for the trend)."""
+
+    issue = models.ForeignKey(LoopIssue, on_delete=models.CASCADE, related_name="days")
+    day = models.DateField()
+    runs = models.PositiveIntegerField(default=0)
+    findings = models.PositiveIntegerField(default=0)
+    waste_steps = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["issue", "day"]
+        constraints = [models.UniqueConstraint(fields=["issue", "day"], name="one_issue_day")]
+
+    def __str__(self) -> str:
+        return f"{self.issue_id} on {self.day}: {self.runs} runs"

@@ -7,7 +7,18 @@ from django.db import OperationalError
 
 from loopboard.celery import app
 
-from .services import analysis, ingest, live, otlp, recovery
+from .services import (
+    alerts,
+    analysis,
+    backtest,
+    delivery,
+    digest,
+    ingest,
+    live,
+    metrics,
+    otlp,
+    recovery,
+)
 
 # A lost database is retried for about 25 minutes (1 s, 2 s, 4 s ... then every 5 minutes);
 # whatever outlasts that is picked up by `recover`, which beat runs every minute.
@@ -36,6 +47,54 @@ def analyze_run(run_id: int) -> None:
 def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
     """Assemble buffered OTLP spans into runs and analyze them."""
     otlp.assemble(project_id, trace_ids, quiet)
+
+
+# A back-test of many runs takes a while: it writes its progress as it goes, and a job cut
+# short is resumed from its cursor by recovery.
+@app.task(soft_time_limit=3 * 3600, time_limit=3 * 3600 + 60, **RETRY)
+def run_backtest(job_id: int) -> None:
+    backtest.run_job(job_id)
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+def nightly_backtests() -> None:
+    """Queue tonight's back-test of each project's saved policy."""
+    backtest.nightly()
+
+
+@app.task(soft_time_limit=50, time_limit=60, **RETRY)
+def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None:
+    """Fire the alert rules for analyzed runs and (issue id, "new" | "regressed") events."""
+    alerts.on_runs_analyzed(run_ids)
+    alerts.on_issue_events(issue_events)
+
+
+# At least once: acked after the attempt is logged; a receiver drops repeats by the payload's
+# idempotency key. The service decides whether an attempt is retried and how many remain.
+@app.task(bind=True, soft_time_limit=60, time_limit=90, **RETRY)
+def deliver(self, alert_id: int, channel_id: int) -> None:
+    """Make the next attempt to send an alert to a channel; retry later if it says so."""
+    retry_in = delivery.deliver(alert_id, channel_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in, max_retries=None)
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+def evaluate_alert_rules() -> None:
+    """Measure the rate rules over their windows (beat, every minute)."""
+    alerts.evaluate_rate_rules()
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+def send_digests() -> None:
+    """Send the daily digests whose project-local hour has come (beat, every minute)."""
+    digest.send_due_digests()
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+def compact_metrics() -> None:
+    """Fold the metric rows written since the last time into the totals (beat)."""
+    metrics.compact()
 
 
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)

@@ -1,5 +1,6 @@
 """The `loopboard` command: `scan` (no database), `push` (to a running server), `serve`,
-`hook` (guard a coding agent through its hooks) and `mcp` (an MCP server for agents).
+`hook` (guard a coding agent through its hooks), `mcp` (an MCP server for agents) and
+`labels export` (people's judgements of findings, as JSON lines for `scan --labels`).
 
 Each subcommand lives in its own module and is imported only when used, so
 `loopboard scan` never loads Django.
@@ -17,6 +18,7 @@ COMMANDS = {
     "serve": ("loopboard.cli.serve", "set up and start web server + worker (what `make run` does)"),
     "mcp": ("loopboard.cli.mcp", "an MCP server (stdio) with loopboard's tools for an agent"),
     "hook": ("loopboard.cli.hook", "guard Claude Code, Gemini CLI or Cursor through their hooks"),
+    "labels": ("loopboard.cli.labels", "export a project's labels (real loop / false alarm)"),
 }
 
 

@@ -4,6 +4,10 @@ Reads every trace format through runs.importers (no Django), analyses each run w
 detection engine and prints, per run, its verdict, stall score and findings.
 Exit status: 0 every run ok, 1 some run warn/stop, 2 bad input (still reports the good files).
 
+`--labels FILE` (JSON lines from `loopboard labels export`) scores the findings against
+people's labels of the same runs, matched by run id (the label's `external_id`), and prints
+precision and recall (with --json, as a last line `{"labels": FILE, "score": {...}}`).
+
 `--explain-format` analyses nothing: it prints, per file, every format's score on the file's
 first records and why, best first, and the format detection takes (exit 2 if none).
 """
@@ -28,6 +32,7 @@ from runs.importers import (
     open_trace,
 )
 from runs.importers.detect import sample_of
+from runs.services.scoring import Judged, Score, score
 
 #: Files a directory walk passes over: documentation and config next to the traces.
 NOT_TRACES = (".md", ".txt", ".rst", ".toml", ".py", ".cfg", ".ini", ".lock")
@@ -123,6 +128,29 @@ def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict
     }
 
 
+def read_labels(path: str) -> list[Judged]:
+    """Read exported labels (JSON lines); raise ValueError naming the line that is wrong."""
+    judged = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                judged.append(Judged.from_export(json.loads(line)))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise ValueError(f"line {number}: not an exported label ({exc})") from exc
+    return judged
+
+
+def _score_line(path: str, result: Score, used: int, total: int) -> str:
+    shown = {"precision": result.precision, "recall": result.recall}
+    figures = ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in shown.items())
+    return (
+        f"labels {path}: {figures} (tp {result.tp}, fp {result.fp}, fn {result.fn}, "
+        f"tn {result.tn}; {used} of {total} labels are on the scanned runs)\n"
+    )
+
+
 def _explain(paths: list[str], out: TextIO, err: TextIO, *, as_json: bool) -> int:
     """Print each file's format scores, best first; return 2 if a file fits no format."""
     unknown = False
@@ -168,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", metavar="FILE", help="policy TOML (thresholds, tools)")
     parser.add_argument("--json", action="store_true", help="one JSON object per run per line")
     parser.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="exported labels (JSON lines) to score the findings against: precision, recall",
+    )
+    parser.add_argument(
         "--explain-format",
         action="store_true",
         help="print every format's score on each file and why; analyse nothing",
@@ -183,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             err.write(f"{args.policy}: {exc}\n")
             return 2
+    labels: list[Judged] | None = None
+    if args.labels:
+        try:
+            labels = read_labels(args.labels)
+        except (OSError, ValueError) as exc:
+            err.write(f"{args.labels}: {exc}\n")
+            return 2
+    scanned: set[str] = set()
+    found: list[tuple[str, detection.Finding]] = []
     bad = flagged = False
     for path in _files(args.paths):
         shown: set[str] = set()  # importers may repeat a file's warnings on each run
@@ -194,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                         err.write(f"warning: skipped {warning}\n")
                 result = detection.analyze(run, policy)
                 flagged |= result.verdict != "ok"
+                if labels is not None:
+                    key = run.id[:255]  # as much as a stored run's external_id keeps
+                    scanned.add(key)
+                    found.extend((key, finding) for finding in result.findings)
                 if args.json:
                     out.write(json.dumps(_record(path, run, result), ensure_ascii=False) + "\n")
                 else:
@@ -205,4 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             bad = True
             err.write(f"error: {path}: {exc.strerror or exc}\n")
+    if labels is not None:  # only the labels of the runs scanned: the others were not looked at
+        mine = [label for label in labels if label.run in scanned]
+        scored = score(found, mine)
+        if args.json:
+            record = {"labels": args.labels, "score": scored.to_dict()}
+            out.write(json.dumps(record | {"ignored": len(labels) - len(mine)}) + "\n")
+        else:
+            out.write(_score_line(args.labels, scored, len(mine), len(labels)))
     return 2 if bad else 1 if flagged else 0

@@ -120,6 +120,7 @@ def upload_trace(
     file: UploadedFile | None = File(None),  # noqa: B008 - ninja's idiom
     format: FormatName = Query("", description="force a format (default: detected)"),  # noqa: B008
     name: str = Query("", max_length=255, description="file name (raw bodies)"),
+    version: str = Query("", max_length=100, description="the agent version of its runs"),
 ):
     """Store a trace file and queue its import; returns at once with the trace id.
 
@@ -142,8 +143,9 @@ def upload_trace(
     if not data:
         raise HttpError(400, "empty trace: send the file as multipart 'file' or as the body")
     trace, created = ingest.store_trace(
-        _project(request), data, name=name, format=format, source=Trace.Source.API
-    )
+        _project(request), data, name=name, format=format, source=Trace.Source.API,
+        version=version,
+    )  # fmt: skip
     return Status(
         202,
         {

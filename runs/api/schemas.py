@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from django.conf import settings
@@ -314,3 +314,64 @@ class LiveEndOut(Schema):
     run_id: int
     verdict: str
     live: bool
+
+
+class IssueOut(Schema):
+    """A loop issue: one kind of loop across the project's runs, with its state and counts."""
+
+    id: int
+    fingerprint: str
+    title: str
+    detector: str
+    tool: str
+    state: str
+    resolved_in_version: str
+    state_changed_at: datetime | None
+    first_seen: datetime | None
+    last_seen: datetime | None
+    first_run_id: int | None
+    last_run_id: int | None
+    run_count: int
+    finding_count: int
+    waste_steps: int
+    waste_tokens: int | None
+    waste_cost: float | None
+    waste_seconds: float | None
+    agents: list[str]
+    models: list[str]
+    versions: list[str]
+
+    @staticmethod
+    def resolve_models(obj: Any) -> list[str]:
+        return obj["models_seen"] if isinstance(obj, dict) else obj.models_seen
+
+
+class IssueDayOut(Schema):
+    """One day of an issue: its runs and findings that day."""
+
+    day: date
+    runs: int
+    findings: int
+
+
+class IssueVersionOut(Schema):
+    """An agent version the issue was seen in ("" for runs without one)."""
+
+    version: str
+    runs: int
+    findings: int
+
+
+class IssueDetailOut(IssueOut):
+    """A loop issue with its example message, its trend by day and by agent version."""
+
+    example_message: str
+    days: list[IssueDayOut]
+    by_version: list[IssueVersionOut]
+
+
+class IssueStateIn(Schema):
+    """A person's decision: resolve (optionally in a version), ignore or reopen."""
+
+    state: Literal["open", "resolved", "ignored"]
+    resolved_in_version: str = Field("", max_length=100)

@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 import detection
 
 from ..models import Finding, LedgerRow, Run, Trace, Verdict
+from . import issues, queue, storage, summary
 from . import policy as policy_service
-from . import queue, storage, summary
 
 MAX_TURNS = 2000
 SEARCH_ARGS_CHARS = 200  # of each distinct argument object
@@ -117,12 +117,17 @@ def write(
         )
         analyzed = [a for a in analyzed if a.run.pk in inserted or a.run.pk in alive]
         existing = sorted(alive)
+        stale_issues = issues.issue_ids_of_runs(existing)  # recounted once these findings go
         if existing:
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()
         Finding.objects.bulk_create(
             finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
         )
+        # Loop issues: the findings grouped by fingerprint. It returns the issues just new or
+        # back (IssueEvent), for alerts to take up.
+        events = issues.group_runs([a.run for a in analyzed], also=stale_issues)
+        queue.queue_alerts([a.run.pk for a in analyzed if a.run.is_flagged], events)
         storage.copy_rows(
             LedgerRow._meta.db_table,
             LEDGER_COLUMNS,

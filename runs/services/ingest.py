@@ -33,12 +33,14 @@ def store_trace(
     format: str = "",
     source: str = Trace.Source.UPLOAD,
     user=None,
+    version: str = "",
 ) -> tuple[Trace, bool]:
     """Keep the raw bytes as a Trace and queue its ingest; the same bytes give the same trace.
 
     Returns (trace, created). Nothing is parsed here: the request returns at once. The same
     bytes sent again with another forced format re-import the existing trace with it, once
-    its last import has finished.
+    its last import has finished. `version` is the agent version its runs take (over what
+    their metadata says).
     """
     digest = hashlib.sha256(data).hexdigest()
     with transaction.atomic():
@@ -51,6 +53,7 @@ def store_trace(
                 "raw": data,
                 "declared_format": format,
                 "source": source,
+                "agent_version": storage.clean_text(version.strip()[:100]),
                 "uploaded_by": user if user and user.is_authenticated else None,
             },
         )
@@ -194,6 +197,7 @@ class NewRun:
     parsed: detection.Run
     trace_id: int | None  # the Trace it came from
     run_id: int | None = None  # an existing run to rebuild in place (same id)
+    version: str = ""  # the agent version the uploader gave (over the trace's own)
 
 
 def store_run(
@@ -204,7 +208,10 @@ def store_run(
     policy: detection.Policy | None = None,
 ) -> Run:
     """Insert one parsed run and its steps (the caller's transaction is the unit)."""
-    [(run, _steps)] = store_runs(project, [NewRun(parsed, trace.pk if trace else None)], policy)
+    entry = NewRun(
+        parsed, trace.pk if trace else None, version=trace.agent_version if trace else ""
+    )
+    [(run, _steps)] = store_runs(project, [entry], policy)
     return run
 
 
@@ -233,6 +240,7 @@ def store_runs(
     out: list[Run] = []
     for entry in entries:
         run = _run_row(project, entry.parsed, entry.trace_id)
+        run.agent_version = storage.clean_text(entry.version[:100]) or run.agent_version
         if entry.run_id in existing:
             run.pk = entry.run_id
             rebuilt.append(run)
@@ -258,6 +266,8 @@ def store_runs(
                 name=run.name,
                 format=run.format,
                 metadata=run.metadata,
+                agent=run.agent,
+                agent_version=run.agent_version,
                 step_count=run.step_count,
                 tool_call_count=run.tool_call_count,
                 tools=run.tools,
@@ -282,6 +292,7 @@ def store_runs(
 def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> Run:
     steps = parsed.steps
     times = [t for s in steps for t in (s.started_at, s.ended_at) if t is not None]
+    agent, version = agent_of(parsed.metadata)
     return Run(
         project=project,
         trace_id=trace_id,
@@ -289,6 +300,8 @@ def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> R
         name=storage.clean_text((parsed.name or parsed.id)[:255]),
         format=parsed.format,
         metadata=storage.as_stored(parsed.metadata),
+        agent=agent,
+        agent_version=version,
         step_count=len(steps),
         tool_call_count=sum(1 for s in steps if s.kind == "tool_call"),
         tools=sorted({storage.clean_text(s.tool[:200]) for s in steps if s.tool})[:200],
@@ -296,3 +309,26 @@ def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> R
         ended_at=storage.timestamp(max(times)) if times else None,
         verdict=Verdict.PENDING,
     )
+
+
+#: Metadata keys that name the agent, and its version, most specific first.
+AGENT_KEYS = ("gen_ai.agent.name", "agent.name", "agent_name", "service.name", "agent")
+VERSION_KEYS = (
+    "agent_version", "agent.version", "service.version", "version", "cli_version",
+    "aider_version", "harness_version", "session_version",
+)  # fmt: skip
+
+
+def agent_of(metadata: dict) -> tuple[str, str]:
+    """Return (agent, agent version) named by a run's metadata ("" when absent)."""
+
+    def first(keys: tuple[str, ...], limit: int) -> str:
+        for key in keys:
+            value = metadata.get(key)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):  # noqa: UP038
+                text = storage.clean_text(str(value).strip())
+                if text:
+                    return text[:limit]
+        return ""
+
+    return first(AGENT_KEYS, 200), first(VERSION_KEYS, 100)

@@ -1,18 +1,15 @@
-"""A project's detection policy: the one validation, loading, saving, and the back-test.
+"""A project's detection policy: the one validation, loading and saving.
 
 Every path that changes a policy goes through `save_policy`, which validates with `validate`
 first: the API, the Tuning page and the admin. A policy that is invalid anyway (a row edited
 in the database) never breaks an upload: `engine_policy_or_default` falls back to the built-in
 defaults and says why, and `engine_policy` raises `PolicyInvalid` with the reason.
 
-The back-test re-runs the engine in the request, so it is bounded: at most BACKTEST_RUNS
-recent runs and BACKTEST_STEPS steps in all, and BACKTEST_SECONDS of work.
+What a draft would change over stored runs is the back-test's (`services.backtest`).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -22,11 +19,8 @@ from django.db.models import QuerySet
 import detection
 
 from ..models import PolicyChange, Project, Run, ToolPolicy
-from . import queue, storage
+from . import queue
 
-BACKTEST_RUNS = 200
-BACKTEST_STEPS = 300_000
-BACKTEST_SECONDS = 10.0
 INT_LIMIT = 2**31 - 1  # what a ToolPolicy integer column holds
 TOOL_PATTERN_CHARS = 200
 _UNSET = (None, "", [], {})
@@ -135,70 +129,6 @@ def engine_policy_or_default(project: Project) -> tuple[detection.Policy, str]:
         return engine_policy(project), ""
     except PolicyInvalid as exc:
         return detection.Policy(), f"{exc}; the built-in defaults were used"
-
-
-@dataclass
-class Change:
-    run: Run
-    before: str
-    after: str
-    findings: list = field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        flagged = ("warn", "stop")
-        if self.before not in flagged and self.after in flagged:
-            return "flagged"
-        if self.before in flagged and self.after not in flagged:
-            return "cleared"
-        return "changed"
-
-
-@dataclass
-class Backtest:
-    examined: int
-    changes: list[Change]
-    stopped_early: bool
-    seconds: float
-
-    def count(self, kind: str) -> int:
-        return sum(1 for c in self.changes if c.kind == kind)
-
-    @property
-    def newly_flagged(self) -> int:
-        return self.count("flagged")
-
-    @property
-    def cleared(self) -> int:
-        return self.count("cleared")
-
-    @property
-    def changed(self) -> int:
-        return self.count("changed")
-
-
-def backtest(project: Project, policy: dict, *, limit: int = BACKTEST_RUNS) -> Backtest:
-    """Re-run the engine with a draft policy over recent runs; return the verdicts it changes."""
-    engine_policy = detection.Policy.from_dict(policy)
-    began = time.monotonic()
-    runs = (
-        Run.objects.filter(project=project)
-        .exclude(verdict="pending")
-        .only("id", "name", "verdict", "step_count", "created_at", "project_id")
-        .order_by("-created_at", "-id")[:limit]
-    )
-    examined, steps, changes, stopped = 0, 0, [], False
-    for run in runs:
-        if steps + run.step_count > BACKTEST_STEPS or time.monotonic() - began > BACKTEST_SECONDS:
-            stopped = True
-            break
-        result = detection.analyze(storage.iter_steps(run.pk), engine_policy)
-        examined += 1
-        steps += run.step_count
-        if result.verdict != run.verdict:
-            worst = [f for f in result.findings if f.severity != "info"][:1]
-            changes.append(Change(run, run.verdict, result.verdict, worst))
-    return Backtest(examined, changes, stopped, time.monotonic() - began)
 
 
 def project_tools(project: Project) -> list[str]:

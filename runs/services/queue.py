@@ -6,7 +6,12 @@ never sent for rows that a rollback then takes back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
 
 from runs import tasks
 
@@ -48,3 +53,50 @@ def queue_assembly(
         )
     else:
         tasks.assemble_otlp.delay_on_commit(project_id, list(trace_ids), quiet)
+
+
+def queue_backtest(job_id: int) -> None:
+    """Run this back-test once the transaction commits, on the bulk queue (it is long)."""
+    tasks.run_backtest.apply_async_on_commit((job_id,), queue=BULK_QUEUE)
+
+
+def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
+    """Fire the alert rules for these analyzed runs and loop-issue events (`IssueEvent`s)
+    once the transaction commits; nothing is queued when there is nothing to tell."""
+    run_ids = list(run_ids)
+    events = [(event.issue_id, event.kind) for event in issue_events]
+    if run_ids or events:
+        tasks.send_alerts.delay_on_commit(run_ids, events)
+
+
+def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:
+    """Send this alert to each of these channels once the transaction commits."""
+    for channel_id in channel_ids:
+        tasks.deliver.delay_on_commit(alert_id, channel_id)
+
+
+def depths() -> dict[str, int] | None:
+    """Return how many tasks wait in each queue, from the broker: the lengths of the Redis
+    lists, or the message files of the embedded filesystem transport; None for a broker that
+    cannot be asked so cheaply (RabbitMQ: read its own metrics) or cannot be reached.
+    """
+    names = (tasks.app.conf.task_default_queue, BULK_QUEUE)
+    url = settings.CELERY_BROKER_URL
+    if urlsplit(url).scheme in ("redis", "rediss"):
+        # kombu keeps a queue's priorities 3, 6 and 9 in lists of their own.
+        try:
+            with redis.Redis.from_url(url, socket_timeout=2) as client:
+                return {
+                    name: sum(
+                        client.llen(name + sub)
+                        for sub in ("", "\x06\x163", "\x06\x166", "\x06\x169")
+                    )
+                    for name in names
+                }
+        except redis.RedisError:
+            return None
+    if url.startswith("filesystem:"):
+        folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]
+        files = [entry.name.partition(".")[2] for entry in os.scandir(folder)]
+        return {name: files.count(f"{name}.msg") for name in names}
+    return None

@@ -13,13 +13,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..models import Run, Trace, Verdict
-from . import otlp, queue
+from . import backtest, otlp, queue
 
 log = logging.getLogger(__name__)
 
 
 def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
-    """Queue again the traces and runs that a dead worker left unfinished, and the OTLP span
+    """Queue again the traces, runs and back-tests that a dead worker left unfinished (a
+    back-test resumes from its cursor), and the OTLP span
     groups left unassembled past the quiet period (a lost countdown task must not strand
     spans; the assembly still waits for trace ids that are not quiet yet).
 
@@ -49,4 +50,6 @@ def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
     )
     queue.queue_ingest(trace_ids)
     queue.queue_analysis(run_ids)
+    if jobs := backtest.requeue_stale(older_than):
+        log.info("queued %d unfinished back-test(s) again", jobs)
     return len(trace_ids), len(run_ids)

@@ -208,3 +208,21 @@ def _num(value: float) -> str:
     if value == int(value):
         return str(int(value))
     return f"{value:.2f}"
+
+
+def sparkline(counts: list[int], *, width: int = 120, height: int = 22) -> SafeString:
+    """Return a small column chart of counts (one column per day, oldest first)."""
+    if not counts:
+        return mark_safe("")
+    top = max(counts) or 1
+    col = width / len(counts)
+    cols = _join(
+        "",
+        '<rect x="{}" y="{}" width="{}" height="{}" class="chart__bar"><title>{}</title></rect>',
+        (
+            (i * col, height - max(height * n / top, 1 if n else 0), max(col - 1, 0.5),
+             max(height * n / top, 1 if n else 0), n)
+            for i, n in enumerate(counts)
+        ),
+    )  # fmt: skip
+    return _svg(width, height, cols, f"runs per day, last {len(counts)} days", "chart spark")

@@ -94,3 +94,11 @@ def draft_policy(project: Project, defaults: DefaultsForm, rows) -> tuple[dict |
     except ValueError as exc:
         errors.append(str(exc))
     return (None if errors else policy), errors
+
+
+class IssueStateForm(forms.Form):
+    """A person's decision on a loop issue (the rules live in `services.issues.set_state`)."""
+
+    action = forms.ChoiceField(choices=[("resolve", "Resolve"), ("ignore", "Ignore"),
+                                        ("reopen", "Reopen")])  # fmt: skip
+    version = forms.CharField(required=False, max_length=100)

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,10 +19,19 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
 import detection
 
-from ..models import ApiKey, Project, Run
-from ..services import access, api_keys, downloads, filters, ingest, summary
+from ..models import AlertRule, ApiKey, Project, Run
+from ..services import access, api_keys, downloads, filters, ingest, issues, summary
+from ..services import alerts as alert_service
+from ..services import backtest as backtest_service
+from ..services import channels as channel_service
+from ..services import compare as compare_service
+from ..services import delivery as alert_delivery
+from ..services import labels as labels_service
 from ..services import policy as policy_service
-from . import charts, forms, stepview, timeline, tree
+from . import alerts as alerts_page
+from . import backtest, charts, forms, stepview, timeline, tree
+from . import compare as compare_page
+from . import issues as issues_page
 from . import overview as overview_service
 
 RUNS_PER_PAGE = 50
@@ -98,12 +108,16 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
     findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
     more_findings = run.findings.count() - FINDINGS_SHOWN if len(findings) > FINDINGS_SHOWN else 0
     findings = findings if all_findings else findings[:FINDINGS_SHOWN]
+    judged = labels_service.for_findings(run, findings)
+    for finding in findings:
+        finding.label = judged.get(finding.pk)  # what _label.html shows
     fired = [f.fired_at for f in findings if f.severity != "info"]
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     return {
         "run": run,
         "findings": findings,
         "more_findings": more_findings,
+        "label_reasons": labels_service.REASONS,
         "facts": [
             (label, str(meta[key])[:120])
             for key, label in (("model", "Model"), ("agent", "Agent"), ("task", "Task"))
@@ -168,6 +182,60 @@ def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
     if not run.live:
         response.status_code = HTMX_STOP_POLLING
     return response
+
+
+@require_POST
+@login_required
+def label_finding(request: HttpRequest, run_id: int, finding_id: int) -> HttpResponse:
+    """Judge one finding: a real loop, or a false alarm with its reason (members only).
+
+    htmx gets the finding's label box back; a plain form post goes back to the finding."""
+    run = access.get_run(request.user, run_id)
+    finding = get_object_or_404(run.findings, pk=finding_id)
+    error = ""
+    try:
+        labels_service.label_finding(
+            request.user,
+            finding,
+            request.POST.get("verdict", ""),
+            request.POST.get("reason", ""),
+            request.POST.get("text", ""),
+        )
+    except labels_service.LabelInvalid as exc:
+        error = str(exc)
+    if not request.htmx:
+        if error:  # the form's own checks (a required reason text) keep browsers from this
+            return HttpResponse(error, status=400, content_type="text/plain; charset=utf-8")
+        return redirect(f"{run.get_absolute_url()}?focus={finding.pk}#finding-{finding.pk}")
+    finding.label = labels_service.for_findings(run, [finding]).get(finding.pk)
+    context = {"run": run, "finding": finding, "label_error": error}
+    context["label_reasons"] = labels_service.REASONS
+    return render(request, "runs/_label.html", context, status=400 if error else 200)
+
+
+@require_POST
+@login_required
+def label_issue(request: HttpRequest, issue_id: int) -> HttpResponse:
+    """Judge every finding of a loop issue alike (members only); htmx gets the issue's label
+    box back with how many were labeled, a plain form post goes back to the issue."""
+    issue = issues.get_issue(request.user, issue_id)
+    context: dict = {"issue": issue, "label_reasons": labels_service.REASONS}
+    try:
+        context["labeled"] = labels_service.label_issue(
+            request.user,
+            issue,
+            request.POST.get("verdict", ""),
+            request.POST.get("reason", ""),
+            request.POST.get("text", ""),
+        )
+    except labels_service.LabelInvalid as exc:
+        context["label_error"] = str(exc)
+    if not request.htmx:
+        if "label_error" in context:
+            return HttpResponse(context["label_error"], status=400, content_type="text/plain")
+        return redirect(issue.get_absolute_url())
+    status = 400 if "label_error" in context else 200
+    return render(request, "runs/_label_issue.html", context, status=status)
 
 
 @require_GET
@@ -298,21 +366,62 @@ def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def tuning_preview(request: HttpRequest, slug: str) -> HttpResponse:
+def backtest_start(request: HttpRequest, slug: str) -> HttpResponse:
+    """Start a back-test of the posted draft over the posted range; show its progress."""
     project = staff_project(request, slug)
     defaults, rows = forms.forms_for(project, request.POST)
     policy, errors = forms.draft_policy(project, defaults, rows)
-    result = policy_service.backtest(project, policy) if policy is not None else None
-    context = {
-        "project": project,
-        "errors": errors,
-        "backtest": result,
-        "limit": policy_service.BACKTEST_RUNS,
-    }
+    window = backtest.range_form(request.POST)
+    if window.is_valid() and policy is not None:
+        try:
+            job = backtest_service.start(
+                project, request.user, policy, *window.window(), window.cleaned_data["sample"]
+            )
+        except ValueError as exc:
+            errors.append(str(exc))
+        else:
+            if request.htmx:
+                return render(request, "runs/backtest.html#backtest", backtest.job_context(job))
+            return redirect(job)
+    errors += [e for field_errors in window.errors.values() for e in field_errors]
     if request.htmx:
-        return render(request, "runs/tuning.html#preview", context)
-    context |= tuning_context(request, project, defaults, rows)
-    return render(request, "runs/tuning.html", context)
+        return render(request, "runs/backtest.html#backtest", {"backtest_errors": errors})
+    context = tuning_context(request, project, defaults, rows) | {
+        "errors": errors,
+        "range_form": window,
+    }
+    return render(request, "runs/tuning.html", context, status=400)
+
+
+def staff_backtest(request: HttpRequest, job_id: int):  # type: ignore[no-untyped-def]
+    """Return a back-test of one of the user's projects, when the user is staff (else 404)."""
+    if not request.user.is_staff:
+        raise Http404("back-tests are for staff")
+    return backtest_service.get_job(request.user, job_id)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def backtest_status(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A back-test's page, or (htmx) its block, which stops polling (286) once finished."""
+    job = staff_backtest(request, job_id)
+    context = backtest.job_context(job)
+    if not request.htmx:
+        return render(request, "runs/backtest.html", context)
+    response = render(request, "runs/backtest.html#backtest", context)
+    if job.is_finished:
+        response.status_code = HTMX_STOP_POLLING
+    return response
+
+
+@require_POST
+@login_required
+def backtest_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = backtest_service.cancel(staff_backtest(request, job_id))
+    if request.htmx:
+        return render(request, "runs/backtest.html#backtest", backtest.job_context(job))
+    return redirect(job)
 
 
 def tuning_context(request: HttpRequest, project: Project, defaults, rows) -> dict:  # type: ignore[no-untyped-def]
@@ -323,9 +432,9 @@ def tuning_context(request: HttpRequest, project: Project, defaults, rows) -> di
         "defaults": defaults,
         "rows": rows,
         "changes": project.policy_changes.select_related("user")[:10],
-        "limit": policy_service.BACKTEST_RUNS,
         "tools": sorted(policy_service.project_tools(project))[:300],
-    }
+        "range_form": backtest.range_form(),
+    } | backtest.tuning_context(project)
 
 
 @require_http_methods(["GET", "POST"])
@@ -363,8 +472,9 @@ def upload(request: HttpRequest) -> HttpResponse:
                 )
                 continue
             trace, created = ingest.store_trace(
-                project, upload_.read(), name=upload_.name, format=fmt, user=request.user
-            )
+                project, upload_.read(), name=upload_.name, format=fmt, user=request.user,
+                version=request.POST.get("version", "")[:100],
+            )  # fmt: skip
             trace.was_duplicate = not created
             traces.append(trace)
     context |= {"traces": traces, "errors": errors}
@@ -391,17 +501,30 @@ def trace_status(request: HttpRequest, trace_id: int) -> HttpResponse:
 @require_GET
 @login_required
 def project_settings(request: HttpRequest, slug: str) -> HttpResponse:
-    """A project's settings: its API keys (create, revoke) and how to send traces."""
+    """A project's settings: its API keys (create, revoke), how to send traces, and its alert
+    channels, rules (?rule=<id> edits one) and delivery log."""
     project = access.get_project(request.user, slug)
+    rule_form = None
+    if rule_id := _int(request.GET.get("rule"), None):
+        rule = get_object_or_404(project.alert_rules, pk=rule_id)
+        rule_form = alerts_page.RuleForm(prefix="rule", project=project, instance=rule)
+    return settings_page(request, project, rule_form=rule_form)
+
+
+def settings_page(
+    request: HttpRequest, project: Project, *, rule_form=None, status: int = 200
+) -> HttpResponse:
     context = {
         "project": project,
         "keys": project.api_keys.select_related("created_by"),
         "scopes": [(s, ApiKey.Scope(s).label) for s in api_keys.scopes_for(request.user)],
         "new_key": request.session.pop("new_api_key", None),
+        "new_channel_secret": request.session.pop("new_channel_secret", None),
         "otlp_url": request.build_absolute_uri("/v1/traces"),
         "api_url": request.build_absolute_uri("/api/"),
+        **alerts_page.settings_context(project, request.user, rule_form=rule_form),
     }
-    return render(request, "runs/project_settings.html", context)
+    return render(request, "runs/project_settings.html", context, status=status)
 
 
 @require_POST
@@ -433,9 +556,194 @@ def revoke_key(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
     return redirect("runs:project_settings", slug=project.slug)
 
 
+def alerts_project(request: HttpRequest, slug: str) -> Project:
+    """A project whose alerts the user may change: 404 if not theirs, 403 for a member who is
+    not an owner (members see the alerts sections but change nothing)."""
+    project = access.get_project(request.user, slug)
+    if not channel_service.can_manage(request.user, project):
+        raise PermissionDenied("only the project's owners change its alerts")
+    return project
+
+
+def _to_settings(project: Project, section: str) -> HttpResponse:
+    return redirect(reverse("runs:project_settings", args=[project.slug]) + f"#{section}")
+
+
+@require_POST
+@login_required
+def alert_channel_create(request: HttpRequest, slug: str) -> HttpResponse:
+    """Add a channel; a generated webhook signing secret is shown once, on the next load."""
+    project = alerts_project(request, slug)
+    form = alerts_page.ChannelForm(request.POST, prefix="channel")
+    if not form.is_valid():
+        errors = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        messages.error(request, f"Channel not added: {errors}.")
+        return _to_settings(project, "alert-channels")
+    try:
+        channel, secret = channel_service.create_channel(
+            project, form.data_for_service(), user=request.user
+        )
+    except channel_service.ChannelInvalid as exc:
+        messages.error(request, f"Channel not added: {exc}.")
+    else:
+        if secret and not form.cleaned_data["secret"]:
+            request.session["new_channel_secret"] = {"name": channel.name, "secret": secret}
+        messages.success(request, f"Channel “{channel.name}” added.")
+    return _to_settings(project, "alert-channels")
+
+
+@require_POST
+@login_required
+def alert_channel_action(request: HttpRequest, slug: str, channel_id: int) -> HttpResponse:
+    """Send a test to a channel, enable, disable or delete it (POST action=...)."""
+    project = alerts_project(request, slug)
+    channel = get_object_or_404(project.channels, pk=channel_id)
+    action = request.POST.get("action")
+    if action == "test":
+        sent = alert_delivery.send_test(channel)
+        if sent.status == sent.Status.SENT:
+            messages.success(
+                request, f"Test sent to “{channel.name}” ({sent.response_code or 'ok'})."
+            )
+        else:
+            messages.error(request, f"Test to “{channel.name}” failed: {sent.error}")
+    elif action in ("enable", "disable"):
+        channel_service.update_channel(
+            channel, channel_service.ChannelData(enabled=action == "enable")
+        )
+    elif action == "delete":
+        channel_service.delete_channel(channel)
+        messages.success(request, f"Channel “{channel.name}” deleted.")
+    else:
+        messages.error(request, "Unknown channel action.")
+    return _to_settings(project, "alert-channels")
+
+
+@require_POST
+@login_required
+def alert_rule_save(request: HttpRequest, slug: str, rule_id: int | None = None) -> HttpResponse:
+    """Create a rule, or change one; an invalid one is shown again with its errors (400)."""
+    project = alerts_project(request, slug)
+    rule = get_object_or_404(project.alert_rules, pk=rule_id) if rule_id else None
+    instance = rule or AlertRule(project=project)
+    form = alerts_page.RuleForm(request.POST, prefix="rule", project=project, instance=instance)
+    if form.is_valid():
+        values = {field: form.cleaned_data[field] for field in alert_service.RULE_FIELDS}
+        channel_ids = [channel.pk for channel in form.cleaned_data["channels"]]
+        try:
+            saved = alert_service.save_rule(
+                project, values, rule=rule, channel_ids=channel_ids, user=request.user
+            )
+        except alert_service.RuleInvalid as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Rule “{saved.name}” saved.")
+            return _to_settings(project, "alert-rules")
+    return settings_page(request, project, rule_form=form, status=400)
+
+
+@require_POST
+@login_required
+def alert_rule_delete(request: HttpRequest, slug: str, rule_id: int) -> HttpResponse:
+    project = alerts_project(request, slug)
+    rule = get_object_or_404(project.alert_rules, pk=rule_id)
+    alert_service.delete_rule(rule)
+    messages.success(request, f"Rule “{rule.name}” deleted.")
+    return _to_settings(project, "alert-rules")
+
+
+@require_GET
+@login_required
+def alert_deliveries(request: HttpRequest, slug: str) -> HttpResponse:
+    """The delivery log alone (htmx refresh); without htmx, the settings page at the log."""
+    project = access.get_project(request.user, slug)
+    if not request.htmx:
+        return _to_settings(project, "delivery-log")
+    context = {"project": project, "deliveries": alerts_page.delivery_log(project)}
+    return render(request, "runs/_alerts.html#delivery-log", context)
+
+
 @require_http_methods(["GET"])
 @login_required
 def trace_raw(request: HttpRequest, trace_id: int) -> HttpResponse:
     """Download a trace's bytes as received, if the user is a member of its project."""
     trace = get_object_or_404(access.traces_for(request.user), pk=trace_id)
     return downloads.raw_response(trace)
+
+
+@require_GET
+@login_required
+def compare_pick(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Pick the run to compare with (by default the previous run of the same task);
+    ``?other=`` goes to the comparison, ``?q=`` searches the project's runs."""
+    run = access.get_run(request.user, run_id)
+    other_id = _int(request.GET.get("other"), None)
+    if other_id is not None:
+        other = access.get_run(request.user, other_id)
+        return redirect("runs:compare", run.pk, other.pk)
+    query = request.GET.get("q", "").strip()[:100]
+    default = compare_service.default_other(run)
+    return render(request, "runs/run_compare.html", _compare_picker(run, query, default, default))
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def compare(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
+    """Two runs side by side, aligned step by step; htmx asks for more rows or a fold."""
+    run = access.get_run(request.user, run_id)
+    other = access.get_run(request.user, other_id)
+    comparison = compare_service.compare_runs(run, other)
+    window = compare_page.build_window(
+        comparison,
+        _int(request.GET.get("from")) or 0,
+        end=_int(request.GET.get("to"), None),
+        flat=request.GET.get("flat") == "1",
+    )
+    context = compare_page.context(comparison, window)
+    if request.htmx:
+        return render(request, "runs/run_compare.html#compare-rows", context)
+    default = compare_service.default_other(run)
+    context |= _compare_picker(run, "", default, other)
+    return render(request, "runs/run_compare.html", context)
+
+
+def _compare_picker(run: Run, query: str, default: Run | None, selected: Run | None) -> dict:
+    """Return the picker's context: the runs to choose from, with ``selected`` first."""
+    return {
+        "run": run,
+        "query": query,
+        "candidates": compare_service.candidates(run, query, first=selected),
+        "default_id": default.pk if default else None,
+        "selected": selected.pk if selected else None,
+    }
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def issue_list(request: HttpRequest) -> HttpResponse:
+    context = issues_page.list_context(request.user, request.GET)
+    template = "runs/issue_list.html#issue-table" if request.htmx else "runs/issue_list.html"
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@vary_on_headers("HX-Request")
+def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
+    issue = issues.get_issue(request.user, issue_id)
+    error = ""
+    if request.method == "POST":
+        form = forms.IssueStateForm(request.POST)
+        try:
+            if not form.is_valid():
+                raise issues.StateError("choose resolve, ignore or reopen")
+            data = form.cleaned_data
+            issues.set_state(issue, data["action"], user=request.user, version=data["version"])
+            return redirect(issue.get_absolute_url())
+        except issues.StateError as exc:
+            error = str(exc)
+    context = issues_page.detail_context(issue, request.GET.get("page")) | {"error": error}
+    template = "runs/issue_detail.html#issue-runs" if request.htmx else "runs/issue_detail.html"
+    return render(request, template, context, status=400 if error else 200)
