@@ -139,3 +139,31 @@ def test_the_admin_lists_labels_of_the_staff_members_projects_only(client, user,
     assert "stuck.jsonl" in html and "secret.jsonl" not in html
     assert client.get(f"/admin/runs/label/{mine.pk}/change/").status_code == 200
     assert client.get("/admin/runs/label/add/").status_code == 403
+
+
+def test_an_issue_is_labeled_as_a_whole_and_another_projects_is_404(
+    client_in, project, process, stuck, theirs
+):
+    from runs.models import LoopIssue
+
+    again = process(project, looping_trace(6) + b"\n", name="again.jsonl").runs.get()
+    issue = LoopIssue.objects.get(findings=alarm(stuck))
+    assert issue.findings.filter(run=again).exists()
+    url = reverse("runs:label_issue", args=[issue.pk])
+    response = client_in.post(url, {"verdict": "false", "reason": "batch"}, headers=HX)
+    assert response.status_code == 200
+    count = issue.findings.count()
+    assert f"Labeled {count} findings." in response.content.decode()
+    assert Label.objects.filter(reason="batch").count() == count >= 2
+    assert client_in.post(url, {"verdict": "real"}).status_code == 302  # back to the issue
+    refused = client_in.post(url, {"verdict": "false"}, headers=HX)
+    assert refused.status_code == 400 and "why it is a false alarm" in refused.content.decode()
+    their_issue = LoopIssue.objects.get(findings=alarm(theirs))
+    their_url = reverse("runs:label_issue", args=[their_issue.pk])
+    assert client_in.post(their_url, {"verdict": "real"}).status_code == 404
+    assert not Label.objects.filter(run=theirs).exists()
+
+
+def test_label_forms_swap_their_own_box(client_in, stuck):
+    html = client_in.get(reverse("runs:detail", args=[stuck.pk])).content.decode()
+    assert html.count('hx-target="closest .label-box"') == 3 * stuck.findings.count()
