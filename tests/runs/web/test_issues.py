@@ -152,3 +152,15 @@ def test_an_upload_with_a_version_gives_its_runs_that_version(client_in, project
     )  # fmt: skip
     trace = Trace.objects.get()
     assert trace.agent_version == "3.1.4"
+
+
+def test_the_admin_lists_issues_and_its_actions_set_the_state(client_in, user, two_issues):
+    search, write = two_issues
+    user.is_staff = user.is_superuser = True
+    user.save()
+    url = reverse("admin:runs_loopissue_changelist")
+    assert "web_search" in client_in.get(url).content.decode()
+    client_in.post(url, {"action": "ignore", "_selected_action": [search.pk]})
+    search.refresh_from_db()
+    write.refresh_from_db()
+    assert (search.state, search.state_changed_by, write.state) == ("ignored", user, "open")
