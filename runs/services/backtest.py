@@ -38,7 +38,7 @@ from psycopg.types.json import Jsonb
 
 import detection
 
-from ..models import BacktestJob, Project, Run, Step, Verdict
+from ..models import BacktestJob, LoopIssue, Project, Run, Step, Verdict
 from . import access, fingerprints, labels, queue, storage
 from . import policy as policy_service
 
@@ -391,6 +391,18 @@ class Tally:
             sorted(appear, key=lambda i: -i["draft"]),
             sorted(vanish, key=lambda i: -i["current"]),
         )
+
+
+def with_issues(project_id: int, entries: list[dict]) -> list[dict]:
+    """Add the project's loop issue (its page and state) to the entries it already tracks."""
+    known = LoopIssue.objects.filter(
+        project_id=project_id, fingerprint__in=[e["fingerprint"] for e in entries]
+    ).only("id", "fingerprint", "state", "title")
+    by_fingerprint = {issue.fingerprint: issue for issue in known}
+    for entry in entries:
+        issue = by_fingerprint.get(entry["fingerprint"])
+        entry["issue"] = issue
+    return entries
 
 
 def _alarms(run_id: int, analysis: detection.Analysis) -> list:

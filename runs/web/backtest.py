@@ -74,8 +74,8 @@ def job_context(job: BacktestJob) -> dict:
             ("Current policy", tally.precision_recall("current")),
             ("Draft", tally.precision_recall("draft")),
         ],
-        "appear": appear[:50],
-        "vanish": vanish[:50],
+        "appear": backtest.with_issues(job.project_id, appear[:50]),
+        "vanish": backtest.with_issues(job.project_id, vanish[:50]),
         "draft_summary": policy_service.describe(job.baseline, job.draft),
         "listed": backtest.LISTED,
     }
@@ -126,14 +126,21 @@ def trend_chart(nights: list[BacktestJob], width: int = 420, height: int = 90) -
         for i, t in enumerate(tallies):
             value = getattr(t.precision_recall("current"), attr)
             if value is not None:
-                x, y = i * col + col / 2, pad_t + inner * (1 - value)
-                points.append(f"{x:.1f},{y:.1f}")
+                points.append((i * col + col / 2, pad_t + inner * (1 - value), value))
         if points:
             lines.append(
                 format_html(
                     '<polyline points="{}" class="chart__line chart__line--{}" fill="none"/>',
-                    " ".join(points),
+                    " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points),
                     name,
+                )
+            )
+            lines.append(
+                format_html_join(
+                    "",
+                    '<circle cx="{}" cy="{}" r="2.5" class="chart__dot chart__dot--{}">'
+                    "<title>{} {}</title></circle>",
+                    ((f"{x:.1f}", f"{y:.1f}", name, name, f"{v:.2f}") for x, y, v in points),
                 )
             )
     axis = format_html(

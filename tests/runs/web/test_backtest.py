@@ -176,3 +176,16 @@ def backtest_window():
 
     now = timezone.now()
     return now - timedelta(days=1), now
+
+
+def test_an_issue_that_would_vanish_links_to_its_loop_issue(client_in, staff, project, runs):
+    from runs.models import LoopIssue
+
+    _, three = runs
+    issue = LoopIssue.objects.get(project=project)  # three.jsonl's loop, grouped on analysis
+    start(client_in, project, rows=[{"tool": "slow_search", "warn": "4"}])
+    job = backtest.run_job(BacktestJob.objects.get().pk)
+    html = client_in.get(job.get_absolute_url()).content.decode()
+    vanish = html.split("Would vanish", 1)[1]
+    assert f'href="{issue.get_absolute_url()}"' in vanish and "(open)" in vanish
+    assert "1 cleared" in html
