@@ -368,7 +368,11 @@ class StateError(ValueError):
 
 def set_state(issue: LoopIssue, state: str, *, user=None, version: str = "") -> LoopIssue:
     """Set an issue's state as a person decides: open, resolved (optionally in `version`)
-    or ignored. Raises StateError for an unknown state or a version on another state."""
+    or ignored. Raises StateError for an unknown state or a version on another state.
+
+    Resolving in a version that runs of a later version still loop in gives a regressed
+    issue at once: it is back already.
+    """
     valid = {value for value in LoopIssue.State.values if value != LoopIssue.State.REGRESSED}
     state = STATES.get(state, state)
     if state not in valid:
@@ -380,6 +384,8 @@ def set_state(issue: LoopIssue, state: str, *, user=None, version: str = "") -> 
         raise StateError("the version is longer than 100 characters")
     with transaction.atomic():
         locked = LoopIssue.objects.select_for_update().get(pk=issue.pk)
+        if version and any(is_later(seen, version) for seen in locked.versions):
+            state = LoopIssue.State.REGRESSED
         locked.state = state
         locked.resolved_in_version = version
         locked.state_changed_at = timezone.now()

@@ -1,5 +1,7 @@
 """Create the `demo` project with the bundled sample traces (idempotent)."""
 
+import json
+from datetime import datetime, time, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -46,4 +48,27 @@ class Command(BaseCommand):
                     project, path.read_bytes(), name=path.name, source=Trace.Source.DEMO
                 )
                 new += created
+        new += load_versions(project)
         self.stdout.write(f"demo project: {new} new sample trace(s) queued")
+
+
+def load_versions(project: Project) -> int:
+    """Store the runs of `demo/versions/manifest.json`: each template file once per day it
+    lists, its times moved to that many days before the project was created, with the
+    agent version it gives. The bytes depend only on that date, so loading is idempotent."""
+    folder = DEMO_DIR / "versions"
+    anchor = datetime.combine(project.created_at.date(), time(9), tzinfo=project.created_at.tzinfo)
+    new = 0
+    for entry in json.loads((folder / "manifest.json").read_text())["runs"]:
+        events = [json.loads(line) for line in (folder / entry["file"]).read_text().splitlines()]
+        for days in entry["days_ago"]:
+            start = (anchor - timedelta(days=days)).timestamp()
+            data = "".join(
+                json.dumps({**event, "ts": start + event.get("ts", 0)}) + "\n" for event in events
+            ).encode()
+            name = f"{entry['agent']}-{entry['version']}-{days}d-ago.jsonl"
+            _, created = ingest.store_trace(
+                project, data, name=name, source=Trace.Source.DEMO, version=entry["version"]
+            )
+            new += created
+    return new

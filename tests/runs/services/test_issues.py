@@ -297,3 +297,40 @@ def test_the_regroup_command_rebuilds_one_project(project, other_project):
     assert not Finding.objects.filter(run__project=other_project, issue__isnull=False).exists()
     with pytest.raises(CommandError):
         call_command("regroup", "--project", "nope", stdout=out)
+
+
+def test_resolving_in_a_version_that_later_runs_still_loop_in_is_regressed_at_once(project):
+    upload(project, search_loop("a"), "a.jsonl", "1.0")
+    upload(project, search_loop("b", ts=1764576000), "b.jsonl", "1.2")
+    issue = issues.set_state(_only_issue(), "resolve", version="1.1")
+    assert (issue.state, issue.resolved_in_version) == ("regressed", "1.1")
+    assert issues.set_state(issue, "resolve", version="1.2").state == "resolved"
+
+
+def test_the_demo_samples_give_a_fixed_loop_and_one_that_came_back(settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from runs.models import Project, Trace
+
+    settings.EMBEDDED = False
+    call_command("seed_demo", stdout=StringIO(), stderr=StringIO())
+    demo = Project.objects.get(slug="demo")
+    versioned = Trace.objects.filter(project=demo).exclude(agent_version="")
+    assert versioned.count() == 14
+    for trace in versioned:
+        ingest.ingest_trace(trace.pk)
+        for run_id in trace.runs.values_list("pk", flat=True):
+            analysis.analyze_run(run_id)
+    days = {run.started_at.date() for run in Run.objects.filter(trace__in=versioned)}
+    assert len(days) == 14
+    assert max(days) - min(days) == timedelta(days=28)
+    kb = LoopIssue.objects.get(project=demo, tool="kb_search")
+    tickets = LoopIssue.objects.get(project=demo, tool="fetch_ticket")
+    assert kb.title == "`kb_search` returns the same empty result for rephrased queries"
+    assert (kb.versions, sorted(tickets.versions)) == (["1.0"], ["2.0", "2.2"])
+    assert issues.set_state(kb, "resolve", version="1.1").state == "resolved"
+    assert issues.set_state(tickets, "resolve", version="2.1").state == "regressed"
+    call_command("seed_demo", stdout=StringIO(), stderr=StringIO())
+    assert Trace.objects.filter(project=demo).exclude(agent_version="").count() == 14
