@@ -186,3 +186,18 @@ def test_the_log_link_works_without_javascript(client_in, project):
     response = client_in.get(reverse("runs:alert_deliveries", args=[project.slug]))
     assert response.status_code == 302
     assert response.url == settings_url(project) + "#delivery-log"
+
+
+def test_the_admin_shows_channels_without_their_url_or_secret(client, project, receiver):
+    root = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    Membership.objects.create(project=project, user=root)
+    client.force_login(root)
+    channel, secret = channels.create_channel(
+        project, channels.ChannelData(name="ops", kind="webhook", url=receiver.url)
+    )
+    for url in ("/admin/runs/channel/", f"/admin/runs/channel/{channel.pk}/change/"):
+        page = client.get(url).content.decode()
+        assert "ops" in page
+        assert receiver.url not in page and secret not in page
+        assert channel.url_encrypted not in page
+    assert client.get("/admin/runs/channel/add/").status_code == 403
