@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
 
-from django.db.models import Q, TextField
-from django.db.models.functions import MD5, Cast
+from django.db import connection
+from django.db.models import Q
 
 from ..models import Finding, Run, Step
 
@@ -380,47 +379,38 @@ def _index_of_seq(steps: list[StepFacts], seq: int) -> int | None:
     return n if n < len(seqs) and seqs[n] == seq else None
 
 
+# One pass over a run's steps, with what the alignment needs computed by PostgreSQL: digests
+# of results and texts (never the values themselves) and seconds since the run started.
+_FACTS_SQL = """
+SELECT seq, kind, tool,
+       CASE WHEN kind = 'tool_call' THEN 'c' || COALESCE(NULLIF(call_sig, ''), tool)
+            ELSE kind || ':' || COALESCE(md5(text), '') END,
+       status, md5(result::text),
+       COALESCE(tokens_in, 0)::bigint + COALESCE(tokens_out, 0), COALESCE(cost, 0)::float8,
+       EXTRACT(EPOCH FROM started_at - COALESCE(%s, MIN(started_at) OVER ()))::float8
+FROM runs_step WHERE run_id = %s ORDER BY seq
+"""
+
+
 def step_facts(run: Run) -> list[StepFacts]:
-    """Return a run's steps as alignment facts, in order (digests computed in PostgreSQL)."""
-    rows = (
-        Step.objects.filter(run=run)
-        .order_by("seq")
-        .values_list(
-            "seq",
-            "kind",
-            "tool",
-            "call_sig",
-            "status",
-            MD5(Cast("result", TextField())),
-            MD5("text"),
-            "tokens_in",
-            "tokens_out",
-            "cost",
-            "started_at",
+    """Return a run's steps as alignment facts, in order."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FACTS_SQL, [run.started_at, run.pk])
+        rows = cursor.fetchall()
+    return [
+        StepFacts(
+            seq=seq,
+            kind=kind,
+            tool=tool,
+            key=key,
+            shape=f"c{tool}" if kind == Step.Kind.TOOL_CALL else kind,
+            outcome=(status, result_md5),
+            tokens=tokens,
+            cost=cost,
+            offset=offset,
         )
-    )
-    facts = []
-    origin: datetime | None = run.started_at
-    for seq, kind, tool, call_sig, status, result_md5, text_md5, t_in, t_out, cost, at in rows:
-        origin = origin or at
-        if kind == Step.Kind.TOOL_CALL:
-            key, shape = f"c{call_sig or tool}", f"c{tool}"
-        else:
-            key, shape = f"{kind}:{text_md5}", kind
-        facts.append(
-            StepFacts(
-                seq=seq,
-                kind=kind,
-                tool=tool,
-                key=key,
-                shape=shape,
-                outcome=(status, result_md5),
-                tokens=(t_in or 0) + (t_out or 0),
-                cost=cost or 0.0,
-                offset=(at - origin).total_seconds() if at and origin else None,
-            )
-        )
-    return facts
+        for seq, kind, tool, key, status, result_md5, tokens, cost, offset in rows
+    ]
 
 
 def align_steps(left: list[StepFacts], right: list[StepFacts]) -> tuple[list[Row], bool]:
@@ -436,13 +426,16 @@ def align_steps(left: list[StepFacts], right: list[StepFacts]) -> tuple[list[Row
         if i is None and j is not None:
             gap_right.append(j)
             continue
-        paired, gap_bounded = _pair_gap(left, right, gap_left, gap_right)
-        rows.extend(paired)
-        bounded = bounded or gap_bounded
-        gap_left, gap_right = [], []
+        if gap_left or gap_right:
+            paired, gap_bounded = _pair_gap(left, right, gap_left, gap_right)
+            rows.extend(paired)
+            bounded = bounded or gap_bounded
+            gap_left, gap_right = [], []
         if i is not None and j is not None:
-            what = _outcome_differences(left[i], right[j])
-            rows.append(Row(CHANGED if what else EQUAL, i, j, what))
+            if left[i].outcome == right[j].outcome:
+                rows.append(Row(EQUAL, i, j))
+            else:
+                rows.append(Row(CHANGED, i, j, _outcome_differences(left[i], right[j])))
     return rows, bounded
 
 
@@ -493,11 +486,27 @@ def loop_start(run: Run) -> LoopStart | None:
     return LoopStart(finding.detector, finding.severity, finding.tool, started, finding.fired_at)
 
 
+# The last few comparisons of this process: paging through one and unfolding its stretches
+# would otherwise align the same two runs again on every request.
+_CACHE: OrderedDict[tuple, Comparison] = OrderedDict()
+_CACHE_PAIRS = 4
+
+
+def _state(run: Run) -> tuple:
+    """What changes when a run's steps or findings do: its analysis and (live) appends."""
+    return (run.pk, run.analyzed_at, run.step_count, run.version)
+
+
 def compare_runs(left: Run, right: Run) -> Comparison:
-    """Align two runs' steps and gather their totals and loop starts (reads only)."""
+    """Align two runs' steps and gather their totals and loop starts (reads only; the last
+    few comparisons are kept per process until either run changes)."""
+    key = (_state(left), _state(right))
+    if (cached := _CACHE.get(key)) is not None:
+        _CACHE.move_to_end(key)
+        return replace(cached, left=left, right=right)
     left_steps, right_steps = step_facts(left), step_facts(right)
     rows, bounded = align_steps(left_steps, right_steps)
-    return Comparison(
+    comparison = Comparison(
         left=left,
         right=right,
         left_steps=left_steps,
@@ -508,6 +517,10 @@ def compare_runs(left: Run, right: Run) -> Comparison:
         right_loop=loop_start(right),
         counts=dict(Counter(row.kind for row in rows)),
     )
+    _CACHE[key] = comparison
+    while len(_CACHE) > _CACHE_PAIRS:
+        _CACHE.popitem(last=False)
+    return comparison
 
 
 # -- which run to compare with -------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..models import Run, Step
 from ..services.compare import CHANGED, EQUAL, Comparison, LoopStart, Row, StepFacts
 from . import stepview, timeline
 
-ROWS_PER_PAGE = 150
+ROWS_PER_PAGE = 100
 UNFOLD_PAGE = 200
 CONTEXT = 2  # equal rows kept at each end of a folded stretch
 FOLD_MIN = 6  # equal stretches longer than this fold
@@ -94,9 +94,9 @@ def loop_marks(cmp: Comparison) -> dict[tuple[str, int], str]:
             continue
         index = {s.seq: n for n, s in enumerate(steps)}
         if loop.fired_at != loop.started_at and loop.fired_at in index:
-            marks[(side, index[loop.fired_at])] = f"{loop.severity} fired here ({loop.detector})"
+            marks[(side, index[loop.fired_at])] = f"{loop.severity} fired here"
         if loop.started_at in index:
-            marks[(side, index[loop.started_at])] = f"loop starts here ({loop.detector})"
+            marks[(side, index[loop.started_at])] = "loop starts here"
     return marks
 
 
@@ -301,10 +301,13 @@ def totals_rows(cmp: Comparison) -> list[tuple[str, str, str, str]]:
         ("Steps", f"{left.steps:,}", f"{right.steps:,}", signed(right.steps - left.steps)),
         ("Tool calls", f"{left.tool_calls:,}", f"{right.tool_calls:,}",
          signed(right.tool_calls - left.tool_calls)),
-        ("Tokens", f"{left.tokens:,}", f"{right.tokens:,}", signed(right.tokens - left.tokens)),
-        ("Cost", f"${left.cost:.4f}", f"${right.cost:.4f}",
-         signed(round(right.cost - left.cost, 6), "${:.4f}")),
     ]  # fmt: skip
+    if left.tokens or right.tokens:  # traces without token counts leave these out
+        delta = signed(right.tokens - left.tokens)
+        rows.append(("Tokens", f"{left.tokens:,}", f"{right.tokens:,}", delta))
+    if left.cost or right.cost:
+        delta = signed(round(right.cost - left.cost, 6), "${:.4f}")
+        rows.append(("Cost", f"${left.cost:.4f}", f"${right.cost:.4f}", delta))
     if left.seconds is not None or right.seconds is not None:
         delta = ""
         if left.seconds is not None and right.seconds is not None:
@@ -326,6 +329,8 @@ def context(cmp: Comparison, window: Window) -> dict[str, Any]:
         "totals": totals_rows(cmp),
         "loops": loop_summary(cmp),
         "counts": {kind: cmp.counts.get(kind, 0) for kind in kinds},
+        "left_url": cmp.left.get_absolute_url(),
+        "right_url": cmp.right.get_absolute_url(),
     }
 
 

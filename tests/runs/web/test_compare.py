@@ -118,8 +118,8 @@ def test_a_big_comparison_is_paged(client_in, project, process):
     right = stored(process, project, [call("grep", {"q": k}, "b") for k in range(400)], "big-2")
     url = reverse("runs:compare", args=[left.pk, right.pk])
     html = html_of(client_in.get(url))
-    assert len(re.findall(r'data-kind="changed"', html)) == 150
-    assert f'hx-get="{url}?from=150"' in html and f'href="{url}?from=150"' in html
+    assert len(re.findall(r'data-kind="changed"', html)) == 100
+    assert f'hx-get="{url}?from=100"' in html and f'href="{url}?from=100"' in html
     part = html_of(client_in.get(url, {"from": 300}, headers=HX))
     assert len(re.findall(r'data-kind="changed"', part)) == 100 and "More rows" not in part
 
@@ -154,3 +154,22 @@ def test_hostile_trace_content_is_escaped(client_in, project, process):
         html = html_of(client_in.get(url))
         assert "<script>alert(1)</script>" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_totals_and_deltas_so_far_read_right_minus_left(client_in, project, process):
+    def timed(tool, k, at, tokens):
+        return call(tool, {"k": k}, "ok", ts=1_767_225_600 + at, tokens_in=tokens, tokens_out=0,
+                    cost=tokens / 1000)  # fmt: skip
+
+    left = stored(process, project, [timed("a", 0, 0, 100), timed("b", 1, 10, 100)], "t-1")
+    events = [timed("a", 0, 0, 100), timed("x", 9, 5, 250), timed("b", 1, 40, 100)]
+    right = stored(process, project, events, "t-2")
+    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    cells = re.findall(r'<td class="num">([^<]*)</td>', html)
+    assert cells[:6] == ["2", "3", "+1", "2", "3", "+1"]  # steps, tool calls
+    assert cells[6:9] == ["200", "450", "+250"]  # tokens
+    assert cells[9:12] == ["$0.2000", "$0.4500", "+$0.2500"]  # cost
+    assert cells[12:15] == ["10.0s", "40.0s", "+30.0s"]  # duration
+    deltas = re.findall(r'<span class="cmp-row__delta">([^<]*)</span>', html)
+    # a: level; x only on the right: +250 tokens, 5 s later; b: +250 tokens, 30 s later
+    assert deltas == ["", "+250 tok · +$0.2500 · +5.0s", "+250 tok · +$0.2500 · +30.0s"]
