@@ -11,9 +11,14 @@ a copy of the lane its parent lives in, so sibling sub-trees never see each othe
 a lane will never be used again (known in ``analyze``, which sees the whole run), the copy is
 a move instead.
 
-Memory: detector state is bounded by the number of distinct signatures; the number of lanes
-and remembered step ids are capped; the ledger is kept only when asked (``analyze``), as
-columns of ints and shared strings (LedgerEntry objects are made when it is read).
+Memory: detector state is bounded by the number of distinct signatures, per lane, and a run
+keeps at most MAX_LANES lanes besides the root's (least recently used out first: a step that
+names the parent of a dropped lane starts it again from where its parent lives). Step ids are
+remembered only while they can still be named as a parent: the MAX_IDS ids most recently seen
+or named (a step whose parent is forgotten is a root), and a lane goes with its key's id. So a
+live run's memory does not grow with its length; ``Monitor`` and ``analyze`` follow the same
+rules. The ledger is kept only when asked (``analyze``), as columns of ints and shared strings
+(LedgerEntry objects are made when it is read).
 """
 
 from __future__ import annotations
@@ -43,8 +48,12 @@ from .step import Step
 
 __all__ = ["Monitor", "analyze"]
 
-MAX_LANES = 4096
-MAX_IDS = 200_000
+#: Step ids remembered as possible parents: the ones most recently seen or named as a parent
+#: (an agent names its recent steps, or a root it keeps naming).
+MAX_IDS = 4096
+#: Lanes kept besides the root's, least recently used out first. A chain of parent links (as
+#: in Claude Code) forks a lane at every step, so this bounds a live run's memory.
+MAX_LANES = 256
 MAX_FAULTS = 4096  # error fingerprints remembered by call and result (loops repeat them)
 SERIES_POINTS = 200
 #: The call signature of every invalid turn (no valid action), whatever its tool, arguments
@@ -217,7 +226,8 @@ class Monitor:
         # Step ids are strings in the model, but any hashable id works (typed Any: the
         # compiled engine takes what plain Python takes)
         self._lanes: dict[Any, Lane] = {None: Lane()}  # parent id (None: roots) -> lane
-        self._where: dict[Any, Any] = {}  # step id -> key of the lane it lives in
+        # step id -> key of the lane it lives in; least recently seen or named first
+        self._where: dict[Any, Any] = {}
         self._current: Any = None
         self._incidents: dict[tuple[Any, ...], _Incident] = {}  # key (detector first) -> it
         self._fired: list[Finding] = []
@@ -245,27 +255,33 @@ class Monitor:
     # -- lanes ------------------------------------------------------------------------
     def _lane_for(self, step: Step, move: bool) -> Lane:
         parent = step.parent_id
+        where = self._where
         key: Any = None
-        if parent is not None and parent in self._where:
+        if parent is not None and parent in where:
             key = parent
-        lane = self._lanes.get(key)
+            where[parent] = where.pop(parent)  # named: remembered longer
+        lanes = self._lanes
+        lane = lanes.get(key)
         if lane is None:
-            source_key = self._where.get(parent) if parent is not None else None
-            source = self._lanes.get(source_key)
+            source = lanes.get(where[key] if key is not None else None)
             if source is None:
                 lane = Lane()
-            elif move:
-                lane = self._lanes.pop(source_key)
+            elif move:  # the source is never used again: it may stay under its key
+                lane = source
             else:
                 lane = source.copy()
-            self._lanes[key] = lane
-            if len(self._lanes) > MAX_LANES:
-                oldest = next(k for k in self._lanes if k is not None and k != key)
-                del self._lanes[oldest]
+            lanes[key] = lane
+            if len(lanes) > MAX_LANES + 1:
+                del lanes[_least_used(lanes, key)]
+        elif key is not None:
+            lanes[key] = lanes.pop(key)  # used: kept longer (the root's never goes)
         if step.id is not None:
-            self._where[step.id] = key
-            if len(self._where) > MAX_IDS:
-                del self._where[next(iter(self._where))]
+            where.pop(step.id, None)
+            where[step.id] = key
+            if len(where) > MAX_IDS:
+                oldest = next(iter(where))
+                del where[oldest]
+                self._lanes.pop(oldest, None)  # no step can reach it any more
         self._current = key
         return lane
 
@@ -622,27 +638,52 @@ class Monitor:
         )
 
 
+def _least_used(lanes: dict[Any, Any], key: Any) -> Any:
+    """Return the key of the least recently used lane, not the root's nor ``key``'s."""
+    for other in lanes:
+        if other is not None and other != key:
+            return other
+    raise AssertionError("a lane to drop")
+
+
 def _moves(steps: list[Step]) -> set[int]:
     """Return the indexes of steps whose new lane may take over its source lane.
 
-    Replays the lane bookkeeping of ``Monitor._lane_for`` without state: a fork is a move
-    when its source lane is never used again (a chain of parent links, as in Claude Code).
+    Replays the lane bookkeeping of ``Monitor._lane_for`` without detector state (the same
+    remembered ids, the same lanes): a fork is a move when its source lane is never used
+    again (a chain of parent links, as in Claude Code). A lane dropped with its key and made
+    again later is a new lane: uses are counted per lane, not per key.
     """
     where: dict[Any, Any] = {}  # step id -> lane key (ids: any hashable, as in Monitor)
-    exists: set[Any] = {None}
-    last_use: dict[Any, int] = {}
-    forks: list[tuple[int, Any]] = []
+    lanes: dict[Any, int] = {None: 0}  # lane key -> the lane's number
+    last_use: list[int] = [0]  # lane number -> index of the last step that used it
+    forks: list[tuple[int, int]] = []  # (index, number of the source lane)
     for index, step in enumerate(steps):
         parent = step.parent_id
-        key = parent if parent is not None and parent in where else None
-        if key not in exists:
-            exists.add(key)
-            source = where[key]
-            forks.append((index, source))
-            last_use[source] = index
-        last_use[key] = index
+        key: Any = None
+        if parent is not None and parent in where:
+            key = parent
+            where[parent] = where.pop(parent)
+        lane = lanes.get(key)
+        if lane is None:
+            source = lanes.get(where[key] if key is not None else None)
+            lane = lanes[key] = len(last_use)
+            last_use.append(index)
+            if source is not None:
+                forks.append((index, source))
+                last_use[source] = index
+            if len(lanes) > MAX_LANES + 1:
+                del lanes[_least_used(lanes, key)]
+        elif key is not None:
+            lanes[key] = lanes.pop(key)
+        last_use[lane] = index
         if step.id is not None:
+            where.pop(step.id, None)
             where[step.id] = key
+            if len(where) > MAX_IDS:
+                oldest = next(iter(where))
+                del where[oldest]
+                lanes.pop(oldest, None)
     return {index for index, source in forks if last_use[source] == index}
 
 

@@ -1,11 +1,13 @@
 """Monitor (live) and analyze (postmortem) share one core; check() answers before a call."""
 
+import random
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from detection import Monitor, Policy, Step, analyze
+from detection import Monitor, Policy, Step, analyze, engine
 
 from .helpers import Trace, pattern
 
@@ -140,3 +142,70 @@ def test_monitor_memory_is_bounded_by_distinct_signatures():
 
     small, large = peak(10_000), peak(40_000)
     assert large < small * 1.2  # bounded: seq lists stop at MAX_SEQS
+
+
+def _tree_run(count, seed):
+    """A long run of few signatures whose parents are recent, far back or forgotten steps."""
+    rng = random.Random(seed)
+    steps = []
+    for seq in range(count):
+        roll = rng.random()
+        if seq == 0 or roll < 0.1:
+            parent = None
+        elif roll < 0.6:
+            parent = f"s{seq - 1}"  # a chain, as in Claude Code
+        elif roll < 0.8:
+            parent = f"s{rng.randrange(max(seq - 300, 0), seq)}"
+        else:
+            parent = f"s{rng.randrange(seq)}"  # far back: often forgotten by now
+        kind = "user" if roll > 0.98 else "tool_call"
+        step = Step(seq, kind, id=f"s{seq}", parent_id=parent, text="go on")
+        if kind == "tool_call":
+            step.tool = rng.choice(["search", "read"])
+            step.args = {"q": rng.randrange(4)}
+            step.result = rng.choice(["a", "b"])
+            step.status = rng.choice(["ok", "ok", "error"])
+        steps.append(step)
+    return steps
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_monitor_and_analyze_agree_past_the_remembered_ids_and_lanes(seed):
+    steps = _tree_run(engine.MAX_IDS + 2000, seed)
+    monitor = Monitor()
+    for step in steps:
+        monitor.observe(step)
+    assert len(monitor._where) == engine.MAX_IDS
+    assert len(monitor._lanes) == engine.MAX_LANES + 1
+    assert monitor.analysis().findings == analyze(steps).findings
+
+
+def _retained(steps):
+    """Return the bytes a Monitor holds after observing these steps, and the monitor."""
+    tracemalloc.start()
+    monitor = Monitor()
+    for step in steps:
+        monitor.observe(step)
+    retained, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return retained, monitor
+
+
+def _ten_signatures(count, shape):
+    for seq in range(count):
+        parent = {"flat": None, "root": "s0", "chain": f"s{seq - 1}"}[shape] if seq else None
+        yield Step(
+            seq, "tool_call", id=f"s{seq}", parent_id=parent, tool="search",
+            args={"q": seq % 10}, result=f"r{seq % 7}",
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "long"), [("flat", 100_000), ("root", 20_000), ("chain", 12_000)]
+)
+def test_monitor_memory_with_step_ids_is_bounded_by_distinct_signatures(shape, long):
+    short, _ = _retained(_ten_signatures(engine.MAX_IDS * 2, shape))
+    retained, monitor = _retained(_ten_signatures(long, shape))
+    assert len(monitor._where) == engine.MAX_IDS
+    assert len(monitor._lanes) <= engine.MAX_LANES + 1
+    assert retained < short * 1.1  # not a byte more per step once the windows are full
