@@ -140,7 +140,9 @@ def run_job(job_id: int) -> BacktestJob | None:
         raise
     except Exception as exc:
         log.exception("back-test %s failed", job_id)
-        BacktestJob.objects.filter(pk=job_id, attempt=attempt).update(
+        BacktestJob.objects.filter(
+            pk=job_id, attempt=attempt, status=BacktestJob.Status.RUNNING
+        ).update(
             status=BacktestJob.Status.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
         )
     job.refresh_from_db()
@@ -181,7 +183,8 @@ def _walk(job: BacktestJob, attempt: int) -> None:
     judged = labels.labels_for_runs(run_ids)
     cursor, last_write = job.cursor, time.monotonic()
     if not _progress(job.pk, attempt, done, total, cursor, tally):
-        return _stop(job.pk, attempt, tally, done, total, cursor)
+        _stop(job.pk, attempt, tally, done, total, cursor)
+        return
     for run, steps in _load([i for i in run_ids if i > job.cursor]):
         current = detection.analyze(steps, baseline)
         proposed = current if same else detection.analyze(steps, draft)
@@ -190,12 +193,14 @@ def _walk(job: BacktestJob, attempt: int) -> None:
         if time.monotonic() - last_write >= PROGRESS_SECONDS:
             last_write = time.monotonic()
             if not _progress(job.pk, attempt, done, total, cursor, tally):
-                return _stop(job.pk, attempt, tally, done, total, cursor)
-    BacktestJob.objects.filter(pk=job.pk, attempt=attempt).update(
+                _stop(job.pk, attempt, tally, done, total, cursor)
+                return
+    BacktestJob.objects.filter(
+        pk=job.pk, attempt=attempt, status=BacktestJob.Status.RUNNING
+    ).update(
         status=BacktestJob.Status.DONE, done=done, total=total, cursor=cursor,
         results=tally.dump(), finished_at=timezone.now(), heartbeat_at=timezone.now(),
     )  # fmt: skip
-    return None
 
 
 PROGRESS = f"""
@@ -422,8 +427,16 @@ def change_kind(before: str, after: str) -> str:
 
 
 def requeue_stale(older_than: timedelta) -> int:
-    """Queue again the jobs left queued (a lost message) or running with a stale heartbeat."""
+    """Queue again the jobs left queued (a lost message) or running with a stale heartbeat.
+
+    A job whose worker died after Cancel was pressed is cancelled here (its results so far,
+    as last written, kept): no worker would claim it again.
+    """
     cutoff = timezone.now() - older_than
+    stale = BacktestJob.objects.filter(status=BacktestJob.Status.RUNNING, heartbeat_at__lte=cutoff)
+    stale.filter(cancel_requested=True).update(
+        status=BacktestJob.Status.CANCELLED, finished_at=timezone.now()
+    )
     job_ids = list(
         BacktestJob.objects.filter(
             Q(status=BacktestJob.Status.QUEUED, created_at__lte=cutoff)

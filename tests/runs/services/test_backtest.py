@@ -302,3 +302,24 @@ def test_a_real_worker_runs_the_back_test(project, process):
         assert worker.poll() is None
     finally:
         stop_worker(worker)
+
+
+def test_a_dead_workers_job_cancelled_meanwhile_ends_cancelled_at_recovery(project, three, writes):
+    _, hooks = writes
+
+    class WorkerDied(BaseException):
+        pass
+
+    def die(row):
+        if row.done == 1:
+            backtest.cancel(row)
+            raise WorkerDied
+
+    hooks.append(die)
+    job = backtest.start(project, None, DRAFT, *last_days())
+    with pytest.raises(WorkerDied):
+        backtest.run_job(job.pk)
+    BacktestJob.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - 2 * DAY)
+    assert backtest.requeue_stale(DAY) == 0
+    job.refresh_from_db()
+    assert (job.status, job.done) == ("cancelled", 1)
