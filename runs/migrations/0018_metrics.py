@@ -16,8 +16,9 @@ Metric rows (name, labels):
   bucket, not cumulative) and <name>_sum []. Ingest latency is trace created -> run stored;
   analysis latency is run created -> first analyzed_at (re-analyses are not observed).
 
-The existing rows are counted once here, after the triggers exist: CREATE TRIGGER waits for
-and then blocks writers until this migration commits, so nothing is counted twice or missed.
+The existing rows are counted once here (the histograms start empty), after the triggers
+exist: CREATE TRIGGER waits for and then blocks writers until this migration commits, so
+nothing is counted twice or missed.
 """
 
 from django.db import migrations
@@ -38,68 +39,69 @@ CREATE TABLE runs_metric_total (
     PRIMARY KEY (project_id, name, labels)
 );
 CREATE INDEX runs_metric_delta_project ON runs_metric_delta (project_id);
+-- Each fold deletes every row: vacuum the dead ones soon, or scans read them for a while.
+ALTER TABLE runs_metric_delta SET (
+    autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000
+);
 
 -- The histogram bucket bounds in seconds (runs.services.metrics.LATENCY_BUCKETS), +Inf aside.
 CREATE FUNCTION runs_metric_buckets() RETURNS double precision[] LANGUAGE sql IMMUTABLE AS $$
     SELECT ARRAY[0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600]::double precision[]
 $$;
 
--- One observation of a histogram: a count in the smallest bucket it fits, and its sum.
-CREATE FUNCTION runs_metric_observe(project bigint, metric text, seconds double precision)
-RETURNS void LANGUAGE sql AS $$
-    INSERT INTO runs_metric_delta (project_id, name, labels, value)
-    VALUES (
-        project, metric || '_bucket',
-        ARRAY[COALESCE(
-            (SELECT min(b)::text FROM unnest(runs_metric_buckets()) b WHERE seconds <= b), '+Inf'
-        )],
-        1
-    ), (project, metric || '_sum', '{}', seconds)
-$$;
-
--- What one run row adds to the gauges.
-CREATE FUNCTION runs_metric_run_state(r runs_run)
-RETURNS TABLE (name text, labels text[], value double precision) LANGUAGE sql STABLE AS $$
-    SELECT 'runs', ARRAY[r.verdict::text], 1::double precision
-    UNION ALL
-    SELECT 'runs_flagged', ARRAY[d::text], 1 FROM unnest(r.detectors) d
-        WHERE r.verdict IN ('warn', 'stop')
-    UNION ALL
-    SELECT 'waste_tokens', '{}', r.waste_tokens WHERE COALESCE(r.waste_tokens, 0) <> 0
-    UNION ALL
-    SELECT 'waste_cost', '{}', r.waste_cost WHERE COALESCE(r.waste_cost, 0) <> 0
-    UNION ALL
-    SELECT 'runs_live', '{}', 1 WHERE r.live
-$$;
-
+-- Each run row's share of the gauges, and its events (ingested, the latency observations).
+-- Written out here rather than in helper functions: a PL/pgSQL statement keeps its plan for
+-- the session, while a SQL function called per row is planned again on every call.
 CREATE FUNCTION runs_metric_run_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     -- The gauges move by the new row's share minus the old row's.
     INSERT INTO runs_metric_delta (project_id, name, labels, value)
-    SELECT c.project_id, c.name, c.labels, sum(c.value)
-    FROM (
-        SELECT OLD.project_id AS project_id, s.name, s.labels, -s.value AS value
-            FROM runs_metric_run_state(OLD) s WHERE TG_OP <> 'INSERT'
+    SELECT r.project_id, v.name, v.labels, sum(r.sign * v.value)
+    FROM (VALUES
+        (-1::double precision, OLD.project_id, OLD.verdict::text, OLD.detectors::text[],
+            OLD.waste_tokens::double precision, OLD.waste_cost, OLD.live, OLD.format::text),
+        (1, NEW.project_id, NEW.verdict, NEW.detectors, NEW.waste_tokens, NEW.waste_cost,
+            NEW.live, NEW.format)
+    ) r (sign, project_id, verdict, detectors, tokens, cost, live, format)
+    CROSS JOIN LATERAL (
+        SELECT 'runs', ARRAY[r.verdict], 1::double precision
         UNION ALL
-        SELECT NEW.project_id, s.name, s.labels, s.value
-            FROM runs_metric_run_state(NEW) s WHERE TG_OP <> 'DELETE'
-    ) c
-    GROUP BY 1, 2, 3 HAVING sum(c.value) <> 0;
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO runs_metric_delta (project_id, name, labels, value)
-            VALUES (NEW.project_id, 'runs_ingested', ARRAY[NEW.format::text], 1);
-        PERFORM runs_metric_observe(
-            NEW.project_id, 'ingest_latency',
-            greatest(0, extract(epoch FROM NEW.created_at - t.created_at))::double precision
-        ) FROM runs_trace t WHERE t.id = NEW.trace_id;
+        SELECT 'runs_flagged', ARRAY[d], 1 FROM unnest(r.detectors) d
+            WHERE r.verdict IN ('warn', 'stop')
+        UNION ALL
+        SELECT 'waste_tokens', '{}', r.tokens WHERE COALESCE(r.tokens, 0) <> 0
+        UNION ALL
+        SELECT 'waste_cost', '{}', r.cost WHERE COALESCE(r.cost, 0) <> 0
+        UNION ALL
+        SELECT 'runs_live', '{}', 1 WHERE r.live
+        UNION ALL  -- a counter: it goes up on INSERT and never down
+        SELECT 'runs_ingested', ARRAY[r.format], 1 WHERE TG_OP = 'INSERT'
+    ) v (name, labels, value)
+    WHERE r.project_id IS NOT NULL  -- OLD on INSERT, NEW on DELETE
+    GROUP BY 1, 2, 3 HAVING sum(r.sign * v.value) <> 0;
+
+    IF TG_OP = 'DELETE' THEN
+        RETURN NULL;
     END IF;
-    IF TG_OP <> 'DELETE' AND NEW.analyzed_at IS NOT NULL AND NEW.format <> 'live'
-            AND (TG_OP = 'INSERT' OR OLD.analyzed_at IS NULL) THEN
-        PERFORM runs_metric_observe(
-            NEW.project_id, 'analysis_latency',
+    -- Histograms: a count in the smallest bucket the seconds fit (or +Inf), and the sum.
+    INSERT INTO runs_metric_delta (project_id, name, labels, value)
+    SELECT NEW.project_id, o.metric || v.suffix, v.labels, v.value
+    FROM (
+        SELECT 'ingest_latency' AS metric,
+            greatest(0, extract(epoch FROM NEW.created_at - t.created_at))::double precision AS s
+            FROM runs_trace t WHERE TG_OP = 'INSERT' AND t.id = NEW.trace_id
+        UNION ALL
+        SELECT 'analysis_latency',
             greatest(0, extract(epoch FROM NEW.analyzed_at - NEW.created_at))::double precision
-        );
-    END IF;
+            WHERE NEW.analyzed_at IS NOT NULL AND NEW.format <> 'live'
+                AND (TG_OP = 'INSERT' OR OLD.analyzed_at IS NULL)
+    ) o
+    CROSS JOIN LATERAL (VALUES
+        ('_bucket', ARRAY[COALESCE(
+            (SELECT min(b)::text FROM unnest(runs_metric_buckets()) b WHERE o.s <= b), '+Inf'
+        )], 1::double precision),
+        ('_sum', '{}'::text[], o.s)
+    ) v (suffix, labels, value);
     RETURN NULL;
 END
 $$;
@@ -176,8 +178,19 @@ CREATE TRIGGER runs_metric_delivery_insert AFTER INSERT ON runs_delivery
 -- What is stored already, counted once.
 INSERT INTO runs_metric_total (project_id, name, labels, value)
 SELECT project_id, name, labels, sum(value) FROM (
-    SELECT r.project_id, s.name, s.labels, s.value
-        FROM runs_run r, runs_metric_run_state(r) s
+    SELECT project_id, 'runs' AS name, ARRAY[verdict::text] AS labels, 1::float8 AS value
+        FROM runs_run
+    UNION ALL
+    SELECT project_id, 'runs_flagged', ARRAY[d::text], 1 FROM runs_run, unnest(detectors) d
+        WHERE verdict IN ('warn', 'stop')
+    UNION ALL
+    SELECT project_id, 'waste_tokens', '{}', waste_tokens FROM runs_run
+        WHERE COALESCE(waste_tokens, 0) <> 0
+    UNION ALL
+    SELECT project_id, 'waste_cost', '{}', waste_cost FROM runs_run
+        WHERE COALESCE(waste_cost, 0) <> 0
+    UNION ALL
+    SELECT project_id, 'runs_live', '{}', 1 FROM runs_run WHERE live
     UNION ALL
     SELECT project_id, 'runs_ingested', ARRAY[format::text], 1 FROM runs_run
     UNION ALL
@@ -201,8 +214,6 @@ DROP FUNCTION runs_metric_delivery_added();
 DROP FUNCTION runs_metric_finding_moved();
 DROP FUNCTION runs_metric_findings_added();
 DROP FUNCTION runs_metric_run_changed();
-DROP FUNCTION runs_metric_run_state(runs_run);
-DROP FUNCTION runs_metric_observe(bigint, text, double precision);
 DROP FUNCTION runs_metric_buckets();
 DROP TABLE runs_metric_total;
 DROP TABLE runs_metric_delta;

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runs.models import ApiKey, Channel, Delivery, Finding, Run, Trace
 from runs.services import analysis, ingest, metrics
-from tests.helpers import healthy_trace, looping_trace
+from tests.helpers import call, healthy_trace, looping_trace, message, native_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +24,24 @@ TOKEN = "operator-metrics-token-0123456789"
 @pytest.fixture(autouse=True)
 def operator_token(settings):
     settings.LOOPBOARD_METRICS_TOKEN = TOKEN
+
+
+def costly_loop(times: int) -> bytes:
+    """A loop whose calls carry tokens and cost, so that it has waste in both."""
+    return native_jsonl(
+        message("user", "find it"),
+        *[
+            call(
+                "web_search",
+                {"q": "same"},
+                {"results": []},
+                tokens_in=900,
+                tokens_out=100,
+                cost=0.02,
+            )
+            for _ in range(times)
+        ],
+    )
 
 
 def scrape(client, token: str) -> dict[tuple[str, frozenset], float]:
@@ -62,7 +80,7 @@ def test_a_revoked_key_may_not_scrape(client, project):
 
 def test_metrics_count_runs_findings_and_waste_of_ingested_traces(client, project, key, process):
     process(project, looping_trace(6), name="loop.jsonl")
-    process(project, looping_trace(9, tool="fetch_url"), name="loop2.jsonl")
+    process(project, costly_loop(9), name="loop2.jsonl")
     process(project, healthy_trace(), name="ok.jsonl")
     runs = Run.objects.filter(project=project)
     assert runs.count() == 3 and runs.filter(verdict__in=["warn", "stop"]).count() == 2
@@ -92,8 +110,9 @@ def test_metrics_count_runs_findings_and_waste_of_ingested_traces(client, projec
             == findings.filter(detector=detector, severity=severity).count()
         )
     tokens = sum(run.waste_tokens or 0 for run in runs)
-    assert value(samples, "loopboard_waste_tokens", project="agents") == tokens
+    assert value(samples, "loopboard_waste_tokens", project="agents") == tokens > 0
     cost = sum(run.waste_cost or 0 for run in runs)
+    assert cost > 0
     assert value(samples, "loopboard_waste_cost_dollars", project="agents") == pytest.approx(cost)
     assert value(samples, "loopboard_live_runs", project="agents") == 0
     for name in ("loopboard_ingest_latency_seconds", "loopboard_analysis_latency_seconds"):
@@ -102,9 +121,10 @@ def test_metrics_count_runs_findings_and_waste_of_ingested_traces(client, projec
 
 
 def test_re_analysis_and_deletion_keep_the_figures_true(client, project, key, process):
-    trace = process(project, looping_trace(6))
+    trace = process(project, costly_loop(6))
     run = trace.runs.get()
     before = scrape(client, key)
+    assert value(before, "loopboard_waste_tokens", project="agents") == run.waste_tokens > 0
     for _ in range(2):
         analysis.analyze_run(run.pk)
     after = scrape(client, key)
@@ -240,3 +260,41 @@ def test_the_operator_scrape_shows_the_redis_queue_depth(client, settings):
         assert value(samples, "loopboard_queue_depth", queue="bulk") == 0
     finally:
         broker.delete("celery", "bulk", "celery\x06\x166")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_counts_the_runs_stored_before_it(client, project, key, process):
+    from django.core.management import call_command
+
+    process(project, looping_trace(6), name="before.jsonl")
+    call_command("migrate", "runs", "0017_alert_rules", verbosity=0)
+    try:
+        # Stored while no trigger counted anything.
+        process(project, costly_loop(9), name="meanwhile.jsonl")
+        process(project, healthy_trace(), name="meanwhile-ok.jsonl")
+    finally:
+        call_command("migrate", "runs", verbosity=0)
+
+    samples = scrape(client, key)
+    runs = Run.objects.filter(project=project)
+    assert value(samples, "loopboard_runs_ingested_total", project="agents", format="native") == 3
+    for verdict in ("ok", "warn", "stop"):
+        assert value(samples, "loopboard_runs", project="agents", verdict=verdict) == (
+            runs.filter(verdict=verdict).count()
+        )
+    findings = Finding.objects.filter(run__project=project)
+    for detector, severity in set(findings.values_list("detector", "severity")):
+        assert (
+            value(
+                samples,
+                "loopboard_findings",
+                project="agents",
+                detector=detector,
+                severity=severity,
+            )
+            == findings.filter(detector=detector, severity=severity).count()
+        )
+    tokens = sum(run.waste_tokens or 0 for run in runs)
+    assert value(samples, "loopboard_waste_tokens", project="agents") == tokens > 0
+    # The histograms count what happens from the migration on.
+    assert value(samples, "loopboard_ingest_latency_seconds_count", project="agents") == 0
