@@ -189,3 +189,11 @@ def test_an_issue_that_would_vanish_links_to_its_loop_issue(client_in, staff, pr
     vanish = html.split("Would vanish", 1)[1]
     assert f'href="{issue.get_absolute_url()}"' in vanish and "(open)" in vanish
     assert "1 cleared" in html
+
+
+def test_a_nightly_jobs_page_shows_what_the_saved_policy_flagged(client_in, staff, project, runs):
+    job = next(j for j in backtest.nightly() if j.project == project)
+    backtest.run_job(job.pk)
+    html = client_in.get(job.get_absolute_url()).content.decode()
+    assert "Back-test (nightly)" in html and "the saved policy (version 0)" in html
+    assert "1 flagged" in html and "newly flagged" not in html
