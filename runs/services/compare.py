@@ -548,11 +548,8 @@ def default_other(run: Run) -> Run | None:
     tests.append(Q(name=run.name))
     if pattern := name_pattern(run.name):
         tests.append(Q(name__regex=pattern))
-    agent = getattr(run, "agent", "") or meta.get("agent")
-    if isinstance(agent, str) and agent:
-        tests.append(Q(metadata__agent=agent))
-        if hasattr(Run, "agent"):
-            tests.append(Q(agent=agent))
+    if run.agent:
+        tests.append(Q(agent=run.agent))
     tests.append(Q())
     before = Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk)
     for test in tests:

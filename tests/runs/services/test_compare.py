@@ -232,7 +232,7 @@ def test_the_default_falls_back_to_the_same_agent_then_the_previous_run(project,
     a1 = stored(process, project, calls(3), "alpha")
     b = stored(process, project, calls(3), "beta")
     a2 = stored(process, project, calls(3), "gamma")
-    Run.objects.filter(pk__in=[a1.pk, a2.pk]).update(metadata={"agent": "researcher"})
+    Run.objects.filter(pk__in=[a1.pk, a2.pk]).update(agent="researcher")
     a2.refresh_from_db()
     assert compare.default_other(a2) == a1
     assert compare.default_other(b) == a1  # no task, no agent: the run just before
@@ -247,3 +247,13 @@ def test_candidates_stay_in_the_project(project, other_project, process):
     assert compare.default_other(also_mine) == mine
     assert theirs not in compare.candidates(also_mine, "mine")
     assert compare.candidates(also_mine, f"#{mine.pk}") == [mine]
+
+
+@pytest.mark.django_db
+def test_names_full_of_regex_syntax_still_find_the_same_task(project, process):
+    name = r"eval (a|b) [x]*+?.{2} \d ^$ #"
+    first = stored(process, project, calls(2), f"{name} 1")
+    stored(process, project, calls(2), f"{name}x 2")  # not the same task
+    second = stored(process, project, calls(2), f"{name} 2")
+    assert compare.name_pattern(second.name) is not None
+    assert compare.default_other(second) == first
