@@ -205,28 +205,15 @@ def export(
         rows = rows.filter(created_at__gte=since)
     if until is not None:
         rows = rows.filter(created_at__lt=until)
-    rows = rows.annotate(
-        external_id=F("run__external_id"), run_name=F("run__name"), username=F("user__username")
-    ).order_by("created_at", "id")
-    for label in rows.iterator(chunk_size=BATCH):
-        yield {
-            "id": label.pk,
-            "run_id": label.run_id,
-            "external_id": label.external_id,
-            "run_name": label.run_name,
-            "finding_id": label.finding_id,
-            "detector": label.detector,
-            "tool": label.tool,
-            "signature": label.signature,
-            "fingerprint": label.fingerprint,
-            "severity": label.severity,
-            "fired_at": label.fired_at,
-            "started_at": label.started_at,
-            "seqs": None if label.seq_first is None else [label.seq_first, label.seq_last],
-            "verdict": label.verdict,
-            "reason": label.reason,
-            "text": label.text,
-            "user": label.username,
-            "created_at": label.created_at.isoformat(),
-            "policy_version": label.policy_version,
-        }
+    columns = rows.order_by("created_at", "id").values(
+        "id", "run_id", "finding_id", "detector", "tool", "signature", "fingerprint", "severity",
+        "fired_at", "started_at", "seq_first", "seq_last", "verdict", "reason", "text",
+        "created_at", "policy_version",
+        external_id=F("run__external_id"), run_name=F("run__name"), username=F("user__username"),
+    )  # fmt: skip
+    for row in columns.iterator(chunk_size=BATCH):
+        first, last = row.pop("seq_first"), row.pop("seq_last")
+        row["seqs"] = None if first is None else [first, last]
+        row["created_at"] = row["created_at"].isoformat()
+        row["user"] = row.pop("username")
+        yield row

@@ -25,7 +25,7 @@ run that was not analyzed would count as missed.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,12 +116,9 @@ class Score:
         }
 
 
-def span_of(seqs: Iterable[int]) -> tuple[int, int]:
+def span_of(seqs: Sequence[int]) -> tuple[int, int]:
     """Return a finding's first and last step (the whole run when it names no step)."""
-    seqs = list(seqs)
-    if not seqs:
-        return WHOLE_RUN
-    return (min(seqs), max(seqs))
+    return (min(seqs), max(seqs)) if seqs else WHOLE_RUN
 
 
 def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -137,7 +134,7 @@ def score(findings: Iterable[Any], labels: Iterable[Any]) -> Score:
     """
     spans: dict[tuple[Hashable, str, str], list[tuple[int, int]]] = defaultdict(list)
     for item in findings:
-        run, finding = item if isinstance(item, tuple) else (item.run_id, item)
+        run, finding = item if type(item) is tuple else (item.run_id, item)
         if finding.severity in COUNTED:
             key = (run, finding.detector, (finding.tool or "")[:TOOL_CHARS])
             spans[key].append(span_of(finding.seqs))
