@@ -17,13 +17,13 @@ from django.db.models import TextField
 from django.db.models.functions import Cast, Left
 
 from ..models import Run, Step
-from ..services.compare import CHANGED, EQUAL, Comparison, LoopStart, Row, StepFacts
+from ..services.compare import CHANGED, EQUAL, Comparison, Row, StepFacts
 from . import stepview, timeline
 
 ROWS_PER_PAGE = 100
 UNFOLD_PAGE = 200
 CONTEXT = 2  # equal rows kept at each end of a folded stretch
-FOLD_MIN = 6  # equal stretches longer than this fold
+FOLD_MIN = 8  # equal stretches longer than this fold (at least 5 rows folded away)
 DIFF_LINES = 14  # of each diff shown in a changed row
 
 
@@ -332,6 +332,3 @@ def context(cmp: Comparison, window: Window) -> dict[str, Any]:
         "left_url": cmp.left.get_absolute_url(),
         "right_url": cmp.right.get_absolute_url(),
     }
-
-
-__all__ = ["Delta", "Item", "LoopStart", "Window", "build_window", "loop_summary"]

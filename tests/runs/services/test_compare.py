@@ -108,6 +108,7 @@ def calls(n: int, *, seed: int = 0) -> list[dict]:
 
 
 def stored(process, project, events: list[dict], run_id: str) -> Run:
+    """Store events as the run `run_id` (in order), imported and analyzed inline."""
     for n, event in enumerate(events):
         event["run_id"] = run_id
         event["seq"] = n

@@ -8,18 +8,12 @@ import re
 import pytest
 from django.urls import reverse
 
-from tests.helpers import call, message, native_jsonl
+from tests.helpers import call, message
+from tests.runs.services.test_compare import stored
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HX-Request": "true"}
-
-
-def stored(process, project, events, run_id):
-    for n, event in enumerate(events):
-        event["run_id"] = run_id
-        event["seq"] = n
-    return process(project, native_jsonl(*events), name=f"{run_id}.jsonl").runs.get()
 
 
 def work(n, start=0):
