@@ -538,8 +538,9 @@ def name_pattern(name: str) -> str | None:
 
 def default_other(run: Run) -> Run | None:
     """Return the run to compare with by default: the previous run of the same task
-    (same metadata task, same name, or the same name with other numbers), else of the same
-    agent, else the previous run of the project; a later one when none came before."""
+    (same metadata task, same name, or the same name or session id with other numbers),
+    else of the same agent, else the previous run of the project; a later one when none
+    came before."""
     others = Run.objects.filter(project_id=run.project_id).exclude(pk=run.pk)
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     tests = []
@@ -548,6 +549,8 @@ def default_other(run: Run) -> Run | None:
     tests.append(Q(name=run.name))
     if pattern := name_pattern(run.name):
         tests.append(Q(name__regex=pattern))
+    if run.external_id != run.name and (pattern := name_pattern(run.external_id)):
+        tests.append(Q(external_id__regex=pattern))
     if run.agent:
         tests.append(Q(agent=run.agent))
     tests.append(Q())

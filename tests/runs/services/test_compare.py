@@ -258,3 +258,14 @@ def test_names_full_of_regex_syntax_still_find_the_same_task(project, process):
     second = stored(process, project, calls(2), f"{name} 2")
     assert compare.name_pattern(second.name) is not None
     assert compare.default_other(second) == first
+
+
+@pytest.mark.django_db
+def test_the_session_id_pattern_finds_the_same_task_when_names_differ(project, process):
+    first = stored(process, project, calls(2), "a")
+    stored(process, project, calls(2), "b")
+    second = stored(process, project, calls(2), "c")
+    Run.objects.filter(pk=first.pk).update(external_id="ci-job-17-attempt")
+    Run.objects.filter(pk=second.pk).update(external_id="ci-job-18-attempt")
+    second.refresh_from_db()
+    assert compare.default_other(second) == first

@@ -8,6 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
+from runs.models import Membership
 from tests.helpers import call, message
 from tests.runs.services.test_compare import stored
 
@@ -70,6 +71,11 @@ def test_the_comparison_shows_both_runs_aligned_with_the_loop_start(client_in, p
     finding = looping.findings.filter(severity__in=["warn", "stop"]).order_by("fired_at").first()
     start = finding.started_at if finding.started_at is not None else finding.fired_at
     assert f"at step #{start}" in html
+    row = re.search(r'id="row-(\d+)"[^>]*>\s*<div class="cmp-step[^"]*cmp-step--loop', html)
+    assert row is not None  # the jump link lands on the row where the left run's loop starts
+    jump = max(int(row.group(1)) - 2, 0)
+    url = reverse("runs:compare", args=[looping.pk, fixed.pk])
+    assert f'href="{url}?from={jump}#row-{row.group(1)}"' in html
     # each side links to its own run's steps
     assert reverse("runs:step", args=[looping.pk, 4]) in html
     assert reverse("runs:step", args=[fixed.pk, 4]) in html
@@ -167,3 +173,11 @@ def test_totals_and_deltas_so_far_read_right_minus_left(client_in, project, proc
     deltas = re.findall(r'<span class="cmp-row__delta">([^<]*)</span>', html)
     # a: level; x only on the right: +250 tokens, 5 s later; b: +250 tokens, 30 s later
     assert deltas == ["", "+250 tok · +$0.2500 · +5.0s", "+250 tok · +$0.2500 · +30.0s"]
+
+
+def test_runs_of_two_projects_of_the_user_compare(client_in, pair, other_project, user, process):
+    looping, _ = pair
+    Membership.objects.create(project=other_project, user=user)
+    theirs = stored(process, other_project, work(3), "task-9")
+    html = html_of(client_in.get(reverse("runs:compare", args=[looping.pk, theirs.pk])))
+    assert "task-9" in html and 'data-kind="equal"' in html
