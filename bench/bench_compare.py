@@ -182,7 +182,9 @@ def main() -> None:
             runs[name] = store(project, name, steps)
         print(f"stored and analyzed 4 runs in {time.perf_counter() - began:.1f} s")
     left, right = runs[names[0]], runs[names[1]]
-    print(f"\nleft {left.name}: {left.step_count} steps, verdict {left.verdict}; "
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n{os.cpu_count()} cores, load average {load} (the figures scale with it)")
+    print(f"left {left.name}: {left.step_count} steps, verdict {left.verdict}; "
           f"right {right.name}: {right.step_count} steps, verdict {right.verdict}\n")  # fmt: skip
 
     r = args.repeat
