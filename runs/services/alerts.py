@@ -200,12 +200,20 @@ def on_runs_analyzed(run_ids: Iterable[int]) -> list[Alert]:
         project_id__in={r.project_id for r in runs}, kind=AlertRule.Kind.RUN, enabled=True
     ):
         rules[rule.project_id].append(rule)
+    # One query for the (rule, run) pairs that alerted already: re-analysis costs no lock.
+    done = set(
+        Alert.objects.filter(
+            rule__in=[rule for group in rules.values() for rule in group],
+            key__in=[f"run:{run.pk}" for run in runs],
+        ).values_list("rule_id", "key")
+    )
     fired = []
     for run in runs:
-        if not rules[run.project_id]:
+        todo = [r for r in rules[run.project_id] if (r.pk, f"run:{run.pk}") not in done]
+        if not todo:
             continue
         findings = list(run.findings.exclude(severity=Finding.Severity.INFO))
-        for rule in rules[run.project_id]:
+        for rule in todo:
             matching = matching_findings(rule, run, findings)
             if matching and (
                 alert := fire(rule, f"run:{run.pk}", run_payload(rule, run, matching))
@@ -494,7 +502,7 @@ def rate_payload(
     runs_url = absolute(reverse("runs:list")) + f"?project={rule.project.slug}"
     return {
         "kind": "rate",
-        "title": f"{rule.name}: {level.upper()} ({label} {shown}, was {previous})",
+        "title": f"{rule.name}: {level.upper()} ({rule.metric} {shown}, was {previous})",
         "text": why,
         "url": runs_url,
         "project": project_ref(rule.project),

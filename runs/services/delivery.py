@@ -144,13 +144,21 @@ def _log(
 # --- rendering ------------------------------------------------------------------------------
 
 
+# The order a webhook body's keys are sent in (the stored payload is jsonb: its order is lost).
+BODY_ORDER = (
+    "kind", "event", "title", "text", "url", "project", "rule", "run", "issue", "rate",
+    "findings", "facts", "sections", "held", "created_at",
+)  # fmt: skip
+
+
 def body_of(alert: Alert, channel: Channel) -> dict:
     """The JSON a webhook receives: the payload, plus the alert id and idempotency key."""
-    return {
-        **alert.payload,
-        "alert_id": alert.pk,
-        "idempotency_key": idempotency_key(alert, channel),
-    }
+    payload = alert.payload
+    ordered = {key: payload[key] for key in BODY_ORDER if key in payload}
+    rest = {key: value for key, value in payload.items() if key not in ordered}
+    return (
+        ordered | rest | {"alert_id": alert.pk, "idempotency_key": idempotency_key(alert, channel)}
+    )
 
 
 def render(alert: Alert, channel: Channel) -> Message:

@@ -4,6 +4,7 @@ Channels, Rules and Delivery log sections show."""
 from __future__ import annotations
 
 from django import forms
+from django.db.models import Count
 
 from ..models import AlertRule, Channel, Delivery, Project
 from ..services import alerts
@@ -70,7 +71,7 @@ def settings_context(project: Project, user, *, rule_form: RuleForm | None = Non
     editing = rule_form.instance if rule_form is not None and rule_form.instance.pk else None
     return {
         "can_manage": channel_service.can_manage(user, project),
-        "channels": project.channels.all(),
+        "channels": project.channels.annotate(rule_count=Count("rules")),
         "rules": project.alert_rules.prefetch_related("channels"),
         "channel_form": ChannelForm(prefix="channel"),
         "rule_form": rule_form or RuleForm(prefix="rule", project=project),
