@@ -67,13 +67,14 @@ def clean(verdict: str, reason: str = "", text: str = "") -> tuple[str, str, str
     return verdict, reason, text if reason == Label.Reason.OTHER else ""
 
 
-def identity(finding: Finding) -> dict:
-    """The fields a label copies from the finding it judges."""
+def identity(finding: Finding, alive: set[int] | None = None) -> dict:
+    """The fields a label copies from the finding it judges (the row itself too, unless
+    `alive` is given and leaves it out: re-analysis replaced it meanwhile)."""
     seqs = list(finding.seqs)
     first, last = (min(seqs), max(seqs)) if seqs else (None, None)
     return {
         "run_id": finding.run_id,
-        "finding": finding,
+        "finding": finding if alive is None or finding.pk in alive else None,
         "detector": finding.detector,
         "tool": finding.tool,
         "signature": finding.signature,
@@ -92,16 +93,20 @@ def label_finding(user, finding: Finding, verdict: str, reason: str = "", text: 
     Raises LabelInvalid for a verdict or reason that is not one of the choices.
     """
     verdict, reason, text = clean(verdict, reason, text)
-    run = Run.objects.only("project_id").get(pk=finding.run_id)
-    return Label.objects.create(
-        **identity(finding),
-        project_id=run.project_id,
-        verdict=verdict,
-        reason=reason,
-        text=text,
-        user=user,
-        policy_version=policy.current_version(run.project_id),
-    )
+    with transaction.atomic():
+        locked = _lock_runs([finding.run_id])
+        if not locked:
+            raise LabelInvalid("This run was deleted.")
+        run = locked[0]
+        return Label.objects.create(
+            **identity(finding, alive=_alive([finding.pk])),
+            project_id=run.project_id,
+            verdict=verdict,
+            reason=reason,
+            text=text,
+            user=user,
+            policy_version=policy.current_version(run.project_id),
+        )
 
 
 def label_issue(user, issue, verdict: str, reason: str = "", text: str = "") -> int:  # type: ignore[no-untyped-def]
@@ -110,8 +115,10 @@ def label_issue(user, issue, verdict: str, reason: str = "", text: str = "") -> 
     version = policy.current_version(issue.project_id)
     made = 0
     with transaction.atomic():
+        runs = _lock_runs(issue.findings.values_list("run_id", flat=True).distinct())
+        findings = issue.findings.filter(run_id__in=[run.pk for run in runs])
         batch: list[Label] = []
-        for finding in issue.findings.order_by("pk").iterator(chunk_size=BATCH):
+        for finding in findings.order_by("pk").iterator(chunk_size=BATCH):
             batch.append(
                 Label(
                     **identity(finding),
@@ -128,6 +135,24 @@ def label_issue(user, issue, verdict: str, reason: str = "", text: str = "") -> 
                 batch = []
         made += len(Label.objects.bulk_create(batch))
     return made
+
+
+def _lock_runs(run_ids: Iterable[int]) -> list[Run]:
+    """Lock the runs' rows, in id order (in a transaction).
+
+    Re-analysis and live appends rewrite a run's findings under this lock, so while it is
+    held a finding read before is either still there or gone for good, never half-replaced.
+    """
+    return list(
+        Run.objects.select_for_update()
+        .filter(pk__in=list(run_ids))
+        .order_by("pk")
+        .only("project_id")
+    )
+
+
+def _alive(finding_ids: list[int]) -> set[int]:
+    return set(Finding.objects.filter(pk__in=finding_ids).values_list("pk", flat=True))
 
 
 def current(labels: QuerySet[Label]) -> QuerySet[Label]:

@@ -231,3 +231,54 @@ def test_labeling_an_issue_labels_all_its_findings(user, project, process):
         judged_run = labels.labels_for_runs([run.pk])[run.pk]
         assert judged_run and not any(j.real for j in judged_run)
     assert set(Label.objects.values_list("reason", flat=True)) == {"batch"}
+
+
+def test_a_finding_replaced_before_the_label_is_stored_is_labeled_by_its_identity(user, stuck):
+    target = first_alarm(stuck)  # read by the page, then re-analysis rewrites the findings
+    analysis.analyze_run(stuck.pk)
+    label = labels.label_finding(user, target, "real")
+    assert label.finding is None and Label.objects.get().finding_id is None
+    again = first_alarm(stuck)
+    assert labels.for_findings(stuck, [again]) == {again.pk: label}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_labeling_waits_for_a_re_analysis_holding_the_run(user, project, process):
+    import threading
+
+    from django.db import connection, transaction
+
+    from runs.models import Run
+
+    run = process(project, looping_trace(6), name="stuck.jsonl").runs.get()
+    target = first_alarm(run)
+    locked, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def reanalysis() -> None:  # what analysis.write does: lock the run, replace the findings
+        try:
+            with transaction.atomic():
+                list(Run.objects.select_for_update().filter(pk=run.pk))
+                Finding.objects.filter(run=run).delete()
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def label() -> None:
+        try:
+            labels.label_finding(user, target, "false", "polling")
+        finally:
+            done.set()
+            connection.close()
+
+    first = threading.Thread(target=reanalysis)
+    first.start()
+    assert locked.wait(10)
+    second = threading.Thread(target=label)
+    second.start()
+    assert not done.wait(0.5)  # blocked on the run's row
+    release.set()
+    first.join(10)
+    second.join(10)
+    label_row = Label.objects.get()
+    assert label_row.finding_id is None and label_row.reason == "polling"
