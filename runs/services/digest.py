@@ -72,7 +72,7 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
     waste = {
         "steps": counts["steps"] or 0,
         "tokens": counts["tokens"],
-        "cost": counts["cost"],
+        "cost": None if counts["cost"] is None else round(counts["cost"], 6),
         "seconds": counts["seconds"],
     }
     issues = LoopIssue.objects.filter(project=project)
@@ -126,13 +126,14 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
 
 
 def _summary(total: int, flagged: int, stop: int, new: int, regressed: int) -> str:
-    def n(count: int, word: str) -> str:
-        return f"{count} {word}{'s' * (count != 1)}"
-
     return (
-        f"{n(total, 'run')}, {flagged} flagged ({stop} stop). "
-        f"{n(new, 'new loop issue')}, {regressed} regressed."
+        f"{_count(total, 'run')}, {flagged} flagged ({stop} stop). "
+        f"{_count(new, 'new loop issue')}, {regressed} regressed."
     )
+
+
+def _count(count: int, word: str) -> str:
+    return f"{count} {word}{'s' * (count != 1)}"
 
 
 def _top_issues(runs: QuerySet[Run]) -> list[dict]:
@@ -212,7 +213,8 @@ def _sections(
         (
             "Issues that wasted most",
             [
-                f"{i['title']} ({i['day_waste_steps']} steps in {i['day_runs']} runs): {i['url']}"
+                f"{i['title']} ({_count(i['day_waste_steps'], 'step')} in "
+                f"{_count(i['day_runs'], 'run')}): {i['url']}"
                 for i in top_issues
             ],
             len(top_issues),

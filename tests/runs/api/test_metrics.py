@@ -298,3 +298,17 @@ def test_the_migration_counts_the_runs_stored_before_it(client, project, key, pr
     assert value(samples, "loopboard_waste_tokens", project="agents") == tokens > 0
     # The histograms count what happens from the migration on.
     assert value(samples, "loopboard_ingest_latency_seconds_count", project="agents") == 0
+
+
+def test_live_runs_open_are_counted_until_they_end(client, project, key):
+    from runs.services import live
+
+    search = {"tool": "web_search", "args": {"q": "same"}, "result": {"results": []}}
+    live.append_steps(project, "session-1", [search])
+    live.append_steps(project, "session-2", [search])
+    live.append_steps(project, "session-2", [search, search])  # appends change nothing here
+    assert value(scrape(client, key), "loopboard_live_runs", project="agents") == 2
+    live.end_run(project, "session-1")
+    samples = scrape(client, key)
+    assert value(samples, "loopboard_live_runs", project="agents") == 1
+    assert value(samples, "loopboard_runs_ingested_total", project="agents", format="live") == 2
