@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 
 from django.db import connection
@@ -37,6 +37,7 @@ QUICK_EDITS = 100  # a gap first tries Myers this far before anchoring on unique
 MAX_DEPTH = 40  # anchoring recursion: deeper gaps go straight to Myers
 
 Pair = tuple[int | None, int | None]
+Matcher = Callable[[list[int], list[int]], list[tuple[int, int]] | None]
 
 EQUAL, CHANGED, REMOVED, INSERTED = "equal", "changed", "removed", "inserted"
 
@@ -168,7 +169,7 @@ def _gap(
     found = _reduced_myers(a, b, alo, ahi, blo, bhi, state, state.max_edits)
     if found is None:
         state.bounded = True
-        found = _reduced(a, b, alo, ahi, blo, bhi, _greedy)
+        found = _reduced(a, b, alo, ahi, blo, bhi, _greedy) or []
     return found
 
 
@@ -179,7 +180,9 @@ def _reduced_myers(
     return _reduced(a, b, alo, ahi, blo, bhi, lambda x, y: _myers(x, y, state, cap))
 
 
-def _reduced(a, b, alo, ahi, blo, bhi, matcher):  # type: ignore[no-untyped-def]
+def _reduced(
+    a: list[int], b: list[int], alo: int, ahi: int, blo: int, bhi: int, matcher: Matcher
+) -> list[tuple[int, int]] | None:
     """Run ``matcher`` on a gap without the keys absent from its other side (never matched,
     as GNU diff leaves them out too) and map its matches back to positions."""
     keys_a, keys_b = set(a[alo:ahi]), set(b[blo:bhi])

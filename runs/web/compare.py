@@ -83,9 +83,9 @@ class Window:
     flat: bool = False
 
 
-def loop_marks(cmp: Comparison) -> dict[tuple[str, int], str]:
+def loop_marks(cmp: Comparison) -> dict[tuple[str, int | None], str]:
     """Return {(side, step index): text} for where each run started to loop and fired."""
-    marks: dict[tuple[str, int], str] = {}
+    marks: dict[tuple[str, int | None], str] = {}
     for side, loop, steps in (
         ("left", cmp.left_loop, cmp.left_steps),
         ("right", cmp.right_loop, cmp.right_steps),
