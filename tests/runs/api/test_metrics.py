@@ -312,3 +312,19 @@ def test_live_runs_open_are_counted_until_they_end(client, project, key):
     samples = scrape(client, key)
     assert value(samples, "loopboard_live_runs", project="agents") == 1
     assert value(samples, "loopboard_runs_ingested_total", project="agents", format="live") == 2
+
+
+def test_a_deleted_projects_figures_are_dropped(project, other_project, process):
+    process(other_project, looping_trace(6))
+    metrics.compact()
+    gone = other_project.pk
+    other_project.delete()
+    metrics.compact()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM runs_metric_total WHERE project_id = %s)"
+            " + (SELECT count(*) FROM runs_metric_delta WHERE project_id = %s)",
+            [gone, gone],
+        )
+        assert cursor.fetchone()[0] == 0
+    assert [f.slug for f in metrics.read()] == ["agents"]
