@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -493,6 +494,7 @@ def loop_start(run: Run) -> LoopStart | None:
 # would otherwise align the same two runs again on every request.
 _CACHE: OrderedDict[tuple, Comparison] = OrderedDict()
 _CACHE_PAIRS = 4
+_CACHE_LOCK = threading.Lock()  # threaded servers share the module
 
 
 def _state(run: Run) -> tuple:
@@ -504,8 +506,10 @@ def compare_runs(left: Run, right: Run) -> Comparison:
     """Align two runs' steps and gather their totals and loop starts (reads only; the last
     few comparisons are kept per process until either run changes)."""
     key = (_state(left), _state(right))
-    if (cached := _CACHE.get(key)) is not None:
-        _CACHE.move_to_end(key)
+    with _CACHE_LOCK:
+        if (cached := _CACHE.get(key)) is not None:
+            _CACHE.move_to_end(key)
+    if cached is not None:
         return replace(cached, left=left, right=right)
     left_steps, right_steps = step_facts(left), step_facts(right)
     rows, bounded = align_steps(left_steps, right_steps)
@@ -520,9 +524,10 @@ def compare_runs(left: Run, right: Run) -> Comparison:
         right_loop=loop_start(right),
         counts=dict(Counter(row.kind for row in rows)),
     )
-    _CACHE[key] = comparison
-    while len(_CACHE) > _CACHE_PAIRS:
-        _CACHE.popitem(last=False)
+    with _CACHE_LOCK:
+        _CACHE[key] = comparison
+        while len(_CACHE) > _CACHE_PAIRS:
+            _CACHE.popitem(last=False)
     return comparison
 
 

@@ -181,3 +181,29 @@ def test_runs_of_two_projects_of_the_user_compare(client_in, pair, other_project
     theirs = stored(process, other_project, work(3), "task-9")
     html = html_of(client_in.get(reverse("runs:compare", args=[looping.pk, theirs.pk])))
     assert "task-9" in html and 'data-kind="equal"' in html
+
+
+def test_a_live_runs_new_steps_show_up_in_its_comparison(client_in, api, project, process):
+    fixed = stored(process, project, work(3), "agent-1")
+    opened = api.post("/api/live/runs", {"external_id": "agent-2"}, content_type="application/json")
+    live_id = opened.json()["run_id"]
+    url = reverse("runs:compare", args=[live_id, fixed.pk])
+
+    def append(k):
+        step = {"tool": "read_file", "args": {"path": f"src/m{k}.py"}, "result": f"text {k}"}
+        answer = api.post("/api/live/runs/agent-2/steps", {"steps": [step]},
+                          content_type="application/json")  # fmt: skip
+        assert answer.status_code == 200, answer.content
+
+    append(0)
+    assert re.findall(r'data-kind="(\w+)"', html_of(client_in.get(url))) == [
+        "equal",
+        "inserted",
+        "inserted",
+    ]
+    append(1)  # the comparison kept for the page is not reused once the run has changed
+    assert re.findall(r'data-kind="(\w+)"', html_of(client_in.get(url))) == [
+        "equal",
+        "equal",
+        "inserted",
+    ]
