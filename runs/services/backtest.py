@@ -4,9 +4,9 @@
 with its version) and queues the job; editing the policy afterwards changes nothing about
 it. `run_job` is the task body. It claims the row with a conditional UPDATE (a second copy
 of the task exits at once), re-runs the engine over the runs of the range in id order with
-both frozen policies, and every PROGRESS_SECONDS writes its progress and the results so far
-(`Tally`, with the last run id done) with a conditional UPDATE that also reads
-`cancel_requested`. A worker that dies leaves a running job whose heartbeat goes stale:
+both frozen policies (once for a run that no changed tool row applies to), and every
+PROGRESS_SECONDS writes its progress and the results so far (`Tally`, with the last run id
+done) with a conditional UPDATE that also reads `cancel_requested`. A worker that dies leaves a running job whose heartbeat goes stale:
 `requeue_stale` (called by recovery) queues it again, the next claim resumes after the
 cursor, and the old worker, should it come back, loses its next write (`attempt` moved on).
 
@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
+from fnmatch import fnmatchcase
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
@@ -159,6 +160,13 @@ CLAIM = f"""
 """
 
 
+def _untouched(run: Run, patterns: set[str] | None) -> bool:
+    """Whether the draft leaves this run as the saved policy does (no changed row applies)."""
+    if patterns is None:
+        return False
+    return not any(fnmatchcase(tool, p) for tool in run.tools for p in patterns)
+
+
 def _claim(job_id: int) -> int | None:
     """Take the job (queued, or running with a stale heartbeat); return this claim's attempt."""
     stale = timezone.now() - timedelta(seconds=settings.LOOPBOARD_STALE_SECONDS)
@@ -171,7 +179,8 @@ def _claim(job_id: int) -> int | None:
 def _walk(job: BacktestJob, attempt: int) -> None:
     baseline, warning = _engine_policy(job.baseline)
     draft = detection.Policy.from_dict(job.draft)
-    same = job.baseline == job.draft and not warning  # one analysis serves both
+    # The tool rows the draft changes: a run with none of their tools is analyzed once.
+    patterns = None if warning else policy_service.changed_patterns(job.baseline, job.draft)
     tally = Tally.load(job.results)
     if not tally.upto:  # the first claim fixes the runs: later uploads are not counted
         tally.upto = Run.objects.aggregate(last=Max("id"))["last"] or 0
@@ -187,7 +196,7 @@ def _walk(job: BacktestJob, attempt: int) -> None:
         return
     for run, steps in _load([i for i in run_ids if i > job.cursor]):
         current = detection.analyze(steps, baseline)
-        proposed = current if same else detection.analyze(steps, draft)
+        proposed = current if _untouched(run, patterns) else detection.analyze(steps, draft)
         tally.add(run, steps, current, proposed, judged.get(run.pk, ()))
         done, cursor = done + 1, run.pk
         if time.monotonic() - last_write >= PROGRESS_SECONDS:
@@ -267,7 +276,7 @@ def selected_runs(job: BacktestJob, upto: int) -> QuerySet[Run]:
 def _load(run_ids: list[int]) -> Iterator[tuple[Run, list[detection.Step]]]:
     """Yield each run with its steps, in id order, reading the steps of many runs at once."""
     for chunk in _chunks(run_ids):
-        runs = Run.objects.filter(pk__in=chunk).only("id", "name", "verdict", "step_count")
+        runs = Run.objects.filter(pk__in=chunk).only("id", "name", "verdict", "tools")
         by_id = {run.pk: run for run in runs}
         rows = (
             Step.objects.filter(run_id__in=chunk)

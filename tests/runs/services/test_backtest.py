@@ -323,3 +323,25 @@ def test_a_dead_workers_job_cancelled_meanwhile_ends_cancelled_at_recovery(proje
     assert backtest.requeue_stale(DAY) == 0
     job.refresh_from_db()
     assert (job.status, job.done) == ("cancelled", 1)
+
+
+def test_a_draft_of_one_tool_row_analyzes_the_other_runs_once(project, three, monkeypatch):
+    import detection
+
+    calls: list[int] = []
+    analyze = detection.analyze
+
+    def counted(steps, policy):
+        calls.append(len(steps))
+        return analyze(steps, policy)
+
+    monkeypatch.setattr(detection, "analyze", counted)
+    tally = backtest.Tally.load(
+        run(project, {"defaults": {}, "tools": {"beta": {"warn": 4}}}).results
+    )
+    assert len(calls) == 5  # four runs under the saved policy, beta's again under the draft
+    assert tally.counts == {"flagged": 0, "cleared": 1, "changed": 0}
+    assert tally.changes["cleared"][0]["run"] == three["b"].pk
+    calls.clear()
+    run(project, {"defaults": {"warn": 4}, "tools": {}})  # the defaults: every run twice
+    assert len(calls) == 8
