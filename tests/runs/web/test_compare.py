@@ -7,8 +7,12 @@ import re
 
 import pytest
 from django.urls import reverse
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runs.models import Membership
+from runs.services.compare import Row
+from runs.web import compare as compare_page
 from tests.helpers import call, message
 from tests.runs.services.test_compare import stored
 
@@ -207,3 +211,22 @@ def test_a_live_runs_new_steps_show_up_in_its_comparison(client_in, api, project
         "equal",
         "inserted",
     ]
+
+
+@given(
+    st.lists(st.sampled_from(["equal"] * 6 + ["changed", "removed"]), min_size=1, max_size=300),
+    st.data(),
+)
+def test_a_window_covers_its_rows_once_in_order_and_folds_only_long_equal_stretches(kinds, data):
+    rows = [Row(kind, n, n) for n, kind in enumerate(kinds)]
+    start = data.draw(st.integers(0, len(rows) - 1))
+    keep = set(data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=5)))
+    segments, more_from = compare_page.plan(rows, start, len(rows) - 1, 40, keep, False)
+    covered = [n for _, a, b in segments for n in range(a, b + 1)]
+    assert covered == list(range(start, more_from if more_from is not None else len(rows)))
+    for kind, a, b in segments:
+        if kind == "fold":
+            assert b - a + 1 >= compare_page.FOLD_MIN - 2 * compare_page.CONTEXT + 1
+            assert all(rows[n].kind == "equal" and n not in keep for n in range(a, b + 1))
+    shown = sum(1 if kind == "fold" else b - a + 1 for kind, a, b in segments)
+    assert shown <= 40 + 2 * compare_page.CONTEXT  # a page, give or take a fold's context
