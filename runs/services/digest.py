@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from types import SimpleNamespace
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -26,7 +27,8 @@ from django.utils import timezone
 from ..models import Alert, AlertRule, Finding, LoopIssue, Project, Run, Verdict
 from . import alerts
 
-TOP = 5  # runs and issues listed in each "top waste" section
+TOP = 5  # entries in each list of the message
+LISTED = 50  # new and regressed issues in the payload (their counts are there too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,22 +77,22 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
         "cost": None if counts["cost"] is None else round(counts["cost"], 6),
         "seconds": counts["seconds"],
     }
-    issues = LoopIssue.objects.filter(project=project)
-    new = list(issues.filter(created_at__gte=window.start, created_at__lt=window.end))
-    regressed = list(
-        issues.filter(
-            state=LoopIssue.State.REGRESSED,
-            state_changed_at__gte=window.start,
-            state_changed_at__lt=window.end,
-        )
+    issues = LoopIssue.objects.filter(project=project).order_by("-waste_steps", "-id")
+    new_issues = issues.filter(created_at__gte=window.start, created_at__lt=window.end)
+    regressed_issues = issues.filter(
+        state=LoopIssue.State.REGRESSED,
+        state_changed_at__gte=window.start,
+        state_changed_at__lt=window.end,
     )
+    new, regressed = list(new_issues[:LISTED]), list(regressed_issues[:LISTED])
+    new_count, regressed_count = new_issues.count(), regressed_issues.count()
     top_runs = list(runs.filter(waste_steps__gt=0).order_by("-waste_steps", "-id")[:TOP])
     top_issues = _top_issues(runs)
     words = f"{day:%A %-d %B %Y}"
     payload = {
         "kind": "digest",
         "title": f"Daily digest for {project.name}, {words}",
-        "text": _summary(counts["total"], flagged, counts["stop"], len(new), len(regressed)),
+        "text": _summary(counts["total"], flagged, counts["stop"], new_count, regressed_count),
         "url": alerts.absolute(
             reverse("runs:list")
             + "?"
@@ -107,17 +109,19 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
             "stop": counts["stop"],
         },
         "waste": waste,
+        "new_issue_count": new_count,
         "new_issues": [_issue_ref(issue) for issue in new],
+        "regressed_issue_count": regressed_count,
         "regressed_issues": [_issue_ref(issue) for issue in regressed],
         "top_runs": [_run_ref(run) for run in top_runs],
         "top_issues": top_issues,
         "facts": [
             {"label": "Runs", "value": str(counts["total"])},
             {"label": "Flagged", "value": f"{flagged} ({counts['stop']} stop)"},
-            {"label": "Waste", "value": _waste_words(waste)},
+            {"label": "Waste", "value": alerts.waste_text(SimpleNamespace(**_columns(waste)))},
             {"label": "Issues", "value": alerts.absolute(reverse("runs:issues"))},
         ],
-        "sections": _sections(new, regressed, top_runs, top_issues),
+        "sections": _sections(new, new_count, regressed, regressed_count, top_runs, top_issues),
         "created_at": timezone.now().isoformat(),
     }
     if rule is not None:
@@ -181,25 +185,26 @@ def _run_ref(run: Run) -> dict:
     }
 
 
-def _waste_words(waste: dict) -> str:
-    parts = [f"{waste['steps']} steps"]
-    if waste["tokens"] is not None:
-        parts.append(f"{waste['tokens']:,} tokens")
-    if waste["cost"] is not None:
-        parts.append(f"${waste['cost']:,.2f}")
-    return " · ".join(parts)
+def _columns(waste: dict) -> dict:
+    """A waste dict ({"steps": …}) as the waste columns `alerts.waste_text` reads."""
+    return {f"waste_{name}": value for name, value in waste.items()}
 
 
 def _sections(
-    new: list[LoopIssue], regressed: list[LoopIssue], top_runs: list[Run], top_issues: list[dict]
+    new: list[LoopIssue],
+    new_count: int,
+    regressed: list[LoopIssue],
+    regressed_count: int,
+    top_runs: list[Run],
+    top_issues: list[dict],
 ) -> list[dict]:
     """The message's lists, each line plain text ending in its link (empty lists left out)."""
     sections = [
-        ("New loop issues", [f"{i.title}: {_issue_ref(i)['url']}" for i in new[:TOP]], len(new)),
+        ("New loop issues", [f"{i.title}: {_issue_ref(i)['url']}" for i in new[:TOP]], new_count),
         (
             "Regressed loop issues",
             [f"{i.title}: {_issue_ref(i)['url']}" for i in regressed[:TOP]],
-            len(regressed),
+            regressed_count,
         ),
         (
             "Runs that wasted most",

@@ -84,7 +84,9 @@ def test_the_digest_counts_the_days_runs_and_lists_issues_and_top_waste(
 
     new_titles = {i.title for i in LoopIssue.objects.filter(project=project).exclude(pk=old.pk)}
     assert {i["title"] for i in payload["new_issues"]} == new_titles and new_titles
+    assert payload["new_issue_count"] == len(new_titles)
     assert [i["id"] for i in payload["regressed_issues"]] == [old.pk]
+    assert payload["regressed_issue_count"] == 1
     assert payload["regressed_issues"][0]["url"] == f"http://127.0.0.1:8000/issues/{old.pk}/"
     top_issue_ids = [i["id"] for i in payload["top_issues"]]
     assert top_issue_ids and "secret_tool" not in str(payload)
