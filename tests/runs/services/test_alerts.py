@@ -563,3 +563,44 @@ def test_a_disabled_channel_or_rule_sends_nothing(project, process, eager, recei
         process(project, looping_trace(9))
     assert receiver.requests == []
     assert Delivery.objects.count() == 0
+
+
+def fire_at_once(rule_id: int, keys: list[str]) -> list[bool]:
+    """Fire one key per thread, each on its own connection, released together; return
+    whether each made an alert to deliver."""
+    from django.db import connection
+
+    barrier = threading.Barrier(len(keys))
+    sent = [False] * len(keys)
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait()
+            alert = alerts.fire(AlertRule.objects.get(pk=rule_id), keys[i], {"title": keys[i]})
+            sent[i] = alert is not None and not alert.held
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(keys))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    return sent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_fires_of_one_key_make_one_alert(project):
+    same = rule(project, max_per_hour=0)
+    sent = fire_at_once(same.pk, ["run:1"] * 6)
+    assert sent.count(True) == 1
+    assert same.alerts.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_fires_keep_to_the_hourly_cap(project):
+    capped = rule(project, max_per_hour=2)
+    sent = fire_at_once(capped.pk, [f"run:{i}" for i in range(6)])
+    assert sent.count(True) == 2
+    assert capped.alerts.filter(held=False).count() == 2
+    assert capped.alerts.filter(held=True).count() == 4
