@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -69,16 +69,26 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
     Call it inside the transaction that wrote the findings. Each warn or stop finding is
     attached to its project's issue for its fingerprint (created if new); info findings get
     a fingerprint but no issue. The affected issues (and those in `also`, issues that just
-    lost findings) are locked in id order and recounted from their findings. Returns one
-    IssueEvent per issue created ("new") or resolved and now back ("regressed"), in issue id
-    order; an ignored issue gives no event.
+    lost findings) are locked in id order. An issue that only gains findings new to it has
+    them added to its counters (`add`: the cost does not grow with the issue); one in `also`,
+    or that held some of these findings already, is recounted from all its findings
+    (`refresh`). Returns one IssueEvent per issue created ("new") or resolved and now back
+    ("regressed"), in issue id order; an ignored issue gives no event.
     """
     runs = {run.pk: run for run in runs if run.pk is not None}
     if not runs and not also:
         return []
     rows = list(
         Finding.objects.filter(run_id__in=list(runs)).values_list(
-            "pk", "run_id", "detector", "severity", "tool", "signature", "seqs", "message"
+            "pk",
+            "run_id",
+            "detector",
+            "severity",
+            "tool",
+            "signature",
+            "seqs",
+            "message",
+            "issue_id",
         )
     )
     engine = {row[0]: _engine_finding(row) for row in rows}
@@ -92,16 +102,19 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
         if row[3] != Finding.Severity.INFO:
             first.setdefault((runs[row[1]].project_id, mark), row)
     created = _create_issues(first, marks)
-    issue_of = _lock_issues(first, also)
-    _attach(rows, marks, runs, issue_of)
+    recount = set(also) | {row[8] for row in rows if row[8] is not None}
+    issue_of = _lock_issues(first, recount)
+    targets = _attach(rows, marks, runs, issue_of)
     events = _transitions(rows, marks, runs, issue_of, created)
-    refresh(set(issue_of.values()) | set(also))
+    recount |= {pk for pk, before in targets if before is not None}
+    add({pk for pk, _ in targets} - recount, list(runs))
+    refresh(recount)
     return events
 
 
 def _engine_finding(row: tuple) -> detection.Finding:
     """Return the engine's finding for a stored row (what fingerprints read of it)."""
-    _pk, _run, detector, severity, tool, signature, seqs, message = row
+    _pk, _run, detector, severity, tool, signature, seqs, message, _issue = row
     return detection.Finding(
         detector, severity, tool or None, signature, tuple(seqs), 0, 0, 0, message, ""
     )
@@ -168,17 +181,24 @@ def _lock_issues(first: dict[tuple[int, str], tuple], also: Iterable[int]) -> di
     }
 
 
-def _attach(rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict) -> None:
-    """Write each finding's fingerprint and issue, with one statement."""
+def _attach(
+    rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict
+) -> set[tuple[int, int | None]]:
+    """Write each finding's fingerprint and issue, with one statement; return the issues
+    it attached findings to, each with the issue a finding had before (or None)."""
     if not rows:
-        return
+        return set()
     ids, prints, issues = [], [], []
+    targets = set()
     for row in rows:
         mark = marks[row[0]][0]
         ids.append(row[0])
         prints.append(mark)
         grouped = row[3] != Finding.Severity.INFO
-        issues.append(issue_of.get((runs[row[1]].project_id, mark)) if grouped else None)
+        issue = issue_of.get((runs[row[1]].project_id, mark)) if grouped else None
+        issues.append(issue)
+        if issue is not None:
+            targets.add((issue, row[8]))
     table = Finding._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -188,6 +208,7 @@ def _attach(rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict
                 WHERE f.id = v.id""",
             [ids, prints, issues],
         )
+    return targets
 
 
 def _transitions(
@@ -303,6 +324,75 @@ FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
 WHERE f.issue_id = ANY(%(ids)s)
 GROUP BY 1, 2
 """
+
+
+_ADD = f"""
+WITH new AS (
+    SELECT f.issue_id,
+        count(*) AS findings,
+        count(DISTINCT f.run_id) AS runs,
+        COALESCE(sum(f.waste_steps), 0) AS steps,
+        sum(f.waste_tokens) AS tokens,
+        sum(f.waste_cost) AS cost,
+        sum(f.waste_seconds) AS seconds,
+        min({_SEEN}) AS first_seen,
+        max({_SEEN}) AS last_seen,
+        (array_agg(r.id ORDER BY {_SEEN}, r.id))[1] AS first_run,
+        (array_agg(r.id ORDER BY {_SEEN} DESC, r.id DESC))[1] AS last_run,
+        COALESCE(array_agg(DISTINCT r.agent) FILTER (WHERE r.agent <> ''), '{{}}') AS agents,
+        COALESCE(array_agg(DISTINCT left(r.metadata->>'model', 200))
+            FILTER (WHERE COALESCE(r.metadata->>'model', '') <> ''), '{{}}') AS models,
+        COALESCE(array_agg(DISTINCT r.agent_version)
+            FILTER (WHERE r.agent_version <> ''), '{{}}') AS versions
+    FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
+    WHERE f.issue_id = ANY(%(ids)s) AND f.run_id = ANY(%(runs)s)
+    GROUP BY f.issue_id
+)
+UPDATE {LoopIssue._meta.db_table} AS i SET
+    finding_count = i.finding_count + new.findings, run_count = i.run_count + new.runs,
+    waste_steps = i.waste_steps + new.steps,
+    waste_tokens = CASE WHEN i.waste_tokens IS NULL AND new.tokens IS NULL THEN NULL
+        ELSE COALESCE(i.waste_tokens, 0) + COALESCE(new.tokens, 0) END,
+    waste_cost = CASE WHEN i.waste_cost IS NULL AND new.cost IS NULL THEN NULL
+        ELSE COALESCE(i.waste_cost, 0) + COALESCE(new.cost, 0) END,
+    waste_seconds = CASE WHEN i.waste_seconds IS NULL AND new.seconds IS NULL THEN NULL
+        ELSE COALESCE(i.waste_seconds, 0) + COALESCE(new.seconds, 0) END,
+    first_run_id = CASE WHEN i.first_seen IS NULL OR new.first_seen < i.first_seen
+        THEN new.first_run ELSE i.first_run_id END,
+    last_run_id = CASE WHEN i.last_seen IS NULL OR new.last_seen >= i.last_seen
+        THEN new.last_run ELSE i.last_run_id END,
+    first_seen = LEAST(i.first_seen, new.first_seen),
+    last_seen = GREATEST(i.last_seen, new.last_seen),
+    agents = ARRAY(SELECT DISTINCT a FROM unnest(i.agents || new.agents) AS a ORDER BY a),
+    models_seen = ARRAY(
+        SELECT DISTINCT m FROM unnest(i.models_seen || new.models) AS m ORDER BY m),
+    versions = ARRAY(SELECT DISTINCT v FROM unnest(i.versions || new.versions) AS v ORDER BY v)
+FROM new WHERE i.id = new.issue_id
+"""
+_ADD_DAYS = f"""
+INSERT INTO {IssueDay._meta.db_table} AS d (issue_id, day, runs, findings, waste_steps)
+SELECT f.issue_id, ({_SEEN} AT TIME ZONE 'UTC')::date, count(DISTINCT f.run_id), count(*),
+    COALESCE(sum(f.waste_steps), 0)
+FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
+WHERE f.issue_id = ANY(%(ids)s) AND f.run_id = ANY(%(runs)s)
+GROUP BY 1, 2
+ON CONFLICT (issue_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs,
+    findings = d.findings + EXCLUDED.findings, waste_steps = d.waste_steps + EXCLUDED.waste_steps
+"""
+
+
+def add(issue_ids: Iterable[int], run_ids: list[int]) -> None:
+    """Add the findings of these runs to the counters and days of these issues.
+
+    Only for findings the issues have not counted yet (`group_runs` recounts the others),
+    with the issue rows locked: the cost is that of the new findings, not of the issue.
+    """
+    ids = sorted(set(issue_ids))
+    if not ids:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(_ADD, {"ids": ids, "runs": run_ids})
+        cursor.execute(_ADD_DAYS, {"ids": ids, "runs": run_ids})
 
 
 def refresh(issue_ids: Iterable[int]) -> None:
@@ -452,22 +542,25 @@ def days_of(issue_ids: Iterable[int], since: datetime) -> dict[int, dict]:
 
 
 def runs_of(issue: LoopIssue) -> QuerySet[Run]:
-    """Return the issue's runs, newest first."""
-    return (
-        Run.objects.filter(findings__issue=issue)
-        .distinct()
-        .order_by("-started_at", "-created_at", "-id")
-    )
+    """Return the issue's runs, newest first (`issue.run_count` says how many)."""
+    grouped = Finding.objects.filter(issue=issue).values("run_id")
+    return Run.objects.filter(pk__in=grouped).order_by("-started_at", "-created_at", "-id")
 
 
 def by_version(issue: LoopIssue) -> list[tuple[str, int, int]]:
-    """Return (agent version, runs, findings) of the issue, in version order."""
-    rows = (
-        Finding.objects.filter(issue=issue)
-        .values_list("run__agent_version")
-        .order_by()
-        .annotate(runs=Count("run", distinct=True), findings=Count("id"))
-    )
-    found = [(version or "", runs, count) for version, runs, count in rows]
+    """Return (agent version, runs, findings) of the issue, in version order ("" last)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_BY_VERSION, [issue.pk])
+        found = [(version or "", runs, int(count)) for version, runs, count in cursor.fetchall()]
     found.sort(key=lambda row: (version_key(row[0]) is None, version_key(row[0]) or (), row[0]))
     return found
+
+
+# Findings counted per run first: the join then reads each run once.
+_BY_VERSION = f"""
+SELECT r.agent_version, count(*), sum(f.n)
+FROM (SELECT run_id, count(*) AS n FROM {Finding._meta.db_table} WHERE issue_id = %s
+      GROUP BY run_id) AS f
+JOIN {Run._meta.db_table} r ON r.id = f.run_id
+GROUP BY 1
+"""

@@ -71,10 +71,21 @@ def list_context(user, query: QueryDict) -> dict:
     }
 
 
+class CountedPaginator(Paginator):
+    """A paginator told its count (a denormalised counter), instead of counting the rows."""
+
+    known = 0
+
+    @property
+    def count(self) -> int:
+        return self.known
+
+
 def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
     """Return an issue's page: its runs (newest first, paged), trend by day and by version,
     the example finding, and its first and last run side by side."""
-    runs = Paginator(issues.runs_of(issue).defer("search", "summary"), RUNS_PER_PAGE)
+    runs = CountedPaginator(issues.runs_of(issue).defer("search", "summary"), RUNS_PER_PAGE)
+    runs.known = issue.run_count
     page = runs.get_page(page_number)
     rows = list(issue.days.values_list("day", "runs"))
     trend = charts.daily_columns([(day, n, n) for day, n in _fill(rows)]) if rows else ""

@@ -334,3 +334,29 @@ def test_the_demo_samples_give_a_fixed_loop_and_one_that_came_back(settings):
     assert issues.set_state(tickets, "resolve", version="2.1").state == "regressed"
     call_command("seed_demo", stdout=StringIO(), stderr=StringIO())
     assert Trace.objects.filter(project=demo).exclude(agent_version="").count() == 14
+
+
+COUNTERS = (
+    "run_count", "finding_count", "waste_steps", "waste_tokens", "waste_cost", "waste_seconds",
+    "first_seen", "last_seen", "first_run_id", "last_run_id", "agents", "models_seen",
+    "versions",
+)  # fmt: skip
+
+
+def test_counters_added_run_by_run_equal_a_recount_from_the_findings(project):
+    for i, (ts, version) in enumerate(
+        [(1764576000, "1.1"), (1764489600, "1.0"), (1764662400, "1.2"), (1764489600, "1.0")]
+    ):
+        upload(project, search_loop(f"q{i}", ts=ts), f"{i}.jsonl", version)
+    issue = _only_issue()
+    added = {name: getattr(issue, name) for name in COUNTERS}
+    days = list(IssueDay.objects.filter(issue=issue).values_list("day", "runs", "findings"))
+    with transaction.atomic():
+        issues.refresh([issue.pk])
+    issue.refresh_from_db()
+    assert {name: getattr(issue, name) for name in COUNTERS} == added
+    assert list(IssueDay.objects.filter(issue=issue).values_list("day", "runs", "findings")) == (
+        days
+    )
+    assert added["run_count"] == 4 and added["versions"] == ["1.0", "1.1", "1.2"]
+    assert [runs for _, runs, _ in days] == [2, 1, 1]
