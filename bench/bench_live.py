@@ -14,6 +14,11 @@ check is timed a few times only at each size (it is slow at 100k).
 Server time is the `Server-Timing` header of the live endpoints (the view: queries, engine;
 not the HTTP parsing). Client time minus the median of `GET /healthz` is printed beside it,
 and for the replaying check (no header) it is the only figure. Prints p50 and p99 in ms.
+
+Then the memory of one live run: what a Monitor holds (tracemalloc) after 1k, 10k and 100k
+steps, for the benchmark's steps (their distinct call signatures printed beside) and for a
+chain of parent links with 10 distinct signatures (a lane per step, as Claude Code's
+transcripts link their entries): it follows the distinct signatures, not the length.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -36,6 +43,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_pages import bench_database_url  # noqa: E402 - the same bench database
+
+import detection  # noqa: E402
 
 TOOLS = ["read_file", "grep", "bash", "edit_file", "web_search", "list_dir", "run_tests"]
 
@@ -138,6 +147,56 @@ def main() -> None:
     finally:
         web.terminate()
         web.wait(timeout=30)
+    memory(sizes)
+
+
+def engine_steps(size: int) -> Iterator[detection.Step]:
+    """The benchmark's steps as the engine's (what an append observes)."""
+    rng = random.Random(15)
+    for i in range(size):
+        call = step(rng, i)
+        kind = "tool_call" if call.get("tool") else "user"
+        yield detection.Step(
+            i, kind, id=call["id"], tool=call.get("tool"), args=call.get("args"),
+            result=call.get("result"), status=call.get("status", "ok"), text=call.get("text"),
+        )  # fmt: skip
+
+
+def chain_steps(size: int) -> Iterator[detection.Step]:
+    """Steps that each name the one before as parent, over 10 distinct call signatures."""
+    for i in range(size):
+        yield detection.Step(
+            i, "tool_call", id=f"c{i}", parent_id=f"c{i - 1}" if i else None, tool="read_file",
+            args={"path": f"src/m{i % 10}.py"}, result={"lines": i % 3},
+        )  # fmt: skip
+
+
+def retained(steps: Iterator[detection.Step]) -> int:
+    """Return the bytes one Monitor holds after observing the steps."""
+    tracemalloc.start()
+    monitor = detection.Monitor()
+    for one in steps:
+        monitor.observe(one)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return held
+
+
+def distinct(steps: Iterator[detection.Step]) -> int:
+    """Return how many distinct call signatures the steps have."""
+    return len({(s.tool, json.dumps(s.args, sort_keys=True)) for s in steps if s.tool})
+
+
+def memory(sizes: list[int]) -> None:
+    print("\nmemory of one live run: a Monitor after n steps (tracemalloc, KB)")
+    print("steps | benchmark steps: distinct signatures | KB | chain, 10 signatures: KB")
+    print("--- | --- | --- | ---")
+    for size in sizes:
+        mixed, chain = retained(engine_steps(size)), retained(chain_steps(size))
+        print(
+            f"{size:,} | {distinct(engine_steps(size)):,} | {mixed / 1024:,.0f} | "
+            f"{chain / 1024:,.0f}"
+        )
 
 
 def run(client: Client, sizes: list[int], calls: int) -> None:

@@ -5,6 +5,12 @@ appended to as it happens and keeps its Monitor: the run row (`next_seq`, `versi
 stored steps are the state every web process shares; `live_state` keeps each process's
 Monitor of the run caught up with them. An append locks the run row, so appends to one run
 serialize across processes: each step gets one seq, none is lost or counted twice.
+
+An append is the hot path of the guard, so it costs a fixed number of statements whatever the
+run's length: one lookup (the run and the policy version), then in one transaction the row
+lock (which also reads the step ids the batch repeats), the catch-up read only when another
+process appended since, and one statement that inserts the steps and updates the run. No
+model is made unless a finding fires.
 """
 
 from __future__ import annotations
@@ -15,28 +21,69 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 import detection
 
 from ..models import Finding, Project, Run, Step, Verdict
-from . import analysis, live_state, policy, queue, storage
+from . import alerts, analysis, live_state, policy, queue, storage
 
 LIVE_FORMAT = "live"  # the format of runs opened through the live API
-# What an append reads of the locked run row, and (from "live" on) writes back.
-APPEND_FIELDS = (
-    "id", "project", "live", "next_seq", "version", "last_append_at", "step_count",
-    "tool_call_count", "tools", "started_at", "ended_at", "verdict", "detectors",
-)  # fmt: skip
+MAX_TOOLS = 200  # tool names a run row lists
+# last_append_at is indexed (the quiet-run sweep), so writing it makes the run's UPDATE touch
+# every index of the row; it is only moved forward when it is older than this.
+APPEND_AT_STEP = timedelta(seconds=1)
+
+# The row lock of an append, with what it reads: the run's columns, the steps it already holds
+# of the ids given, and `next_seq` as the statement's snapshot saw it. When that equals the
+# locked row's, the snapshot held every committed step of the run (steps and next_seq commit
+# together, under this lock); otherwise an append committed while this one waited for the
+# lock, and the ids are read again.
+LOCK_SQL = """
+SELECT r.next_seq, r.verdict, r.tools, r.detectors,
+       (SELECT o.next_seq FROM runs_run o WHERE o.id = r.id),
+       ARRAY(SELECT s.source_id FROM runs_step s
+             WHERE s.run_id = r.id AND s.source_id <> '' AND s.source_id = ANY(%(ids)s)
+             ORDER BY s.seq),
+       ARRAY(SELECT s.seq FROM runs_step s
+             WHERE s.run_id = r.id AND s.source_id <> '' AND s.source_id = ANY(%(ids)s)
+             ORDER BY s.seq)
+FROM runs_run r WHERE r.id = %(run)s FOR UPDATE OF r
+"""
+# The step columns after run_id (storage.STEP_COLUMNS), their types as arrays for unnest();
+# jsonb columns travel as text and are cast on the way in.
+_COLUMNS = storage.STEP_COLUMNS[1:]
+_ARRAY_TYPES = {
+    "seq": "int", "started_at": "timestamptz", "ended_at": "timestamptz", "tokens_in": "int",
+    "tokens_out": "int", "cost": "float8",
+}  # fmt: skip
+_JSON_COLUMNS = ("args", "result")
+_SELECTED = ", ".join(f"u.{c}::jsonb" if c in _JSON_COLUMNS else f"u.{c}" for c in _COLUMNS)
+_ARRAYS = ", ".join(f"%({c})s::{_ARRAY_TYPES.get(c, 'text')}[]" for c in _COLUMNS)
+WRITE_SQL = f"""
+WITH new_steps AS (
+    INSERT INTO runs_step (run_id, {", ".join(_COLUMNS)})
+    SELECT %(run)s, {_SELECTED} FROM unnest({_ARRAYS}) AS u({", ".join(_COLUMNS)})
+)
+UPDATE runs_run SET
+    live = true, next_seq = %(next_seq)s, version = version + 1, step_count = %(next_seq)s,
+    tool_call_count = tool_call_count + %(tool_calls)s, tools = %(tools)s::varchar(200)[],
+    started_at = LEAST(started_at, %(first)s::timestamptz),
+    ended_at = GREATEST(ended_at, %(last)s::timestamptz),
+    verdict = %(verdict)s, detectors = %(detectors)s::varchar(40)[],
+    last_append_at = CASE WHEN last_append_at IS NULL OR last_append_at < %(stale)s
+                          THEN %(now)s ELSE last_append_at END
+WHERE id = %(run)s
+"""
 
 
 @dataclass(slots=True)
 class Appended:
     """What an append did: where each given step is, and what fired on the new ones."""
 
-    run: Run
+    run_id: int
     seqs: list[int]
     findings: list[detection.Finding]
     verdict: str
@@ -108,14 +155,13 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     A step whose `id` the run already holds is not stored again; its seq is returned.
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
-    engine_policy = policy.engine_policy(project)
-    run_id = (
-        live_runs(project)
-        .filter(external_id=session_id(external_id))
-        .values_list("pk", flat=True)
-        .first()
-        or open_run(project, external_id).pk
-    )
+    found = _run_and_policy_version(project, external_id)
+    if found is None:
+        open_run(project, external_id)
+        found = _run_and_policy_version(project, external_id)
+        assert found is not None, "a live run that was just opened"
+    run_id, version = found
+    engine_policy = live_state.engine_policy(project, version)
     # Inside a caller's transaction the append may still be rolled back after it returns:
     # then this process must not keep a Monitor that saw it.
     durable = not transaction.get_connection().in_atomic_block
@@ -123,7 +169,7 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     with watch.lock:
         try:
             with transaction.atomic():
-                return _append_locked(run_id, calls, watch)
+                return _append_locked(project, run_id, calls, watch)
         except BaseException:
             durable = False  # it may have seen steps that were rolled back
             raise
@@ -132,65 +178,82 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
                 live_state.forget(run_id, watch)
 
 
+def _run_and_policy_version(project: Project, external_id: str) -> tuple[int, int] | None:
+    """Return the id of the session's live run and the project's policy version, or None."""
+    runs = live_runs(project).filter(external_id=session_id(external_id))
+    version = Subquery(policy.version_query(project))
+    return runs.annotate(policy_version=version).values_list("pk", "policy_version").first()
+
+
 def _append_locked(
-    run_id: int, calls: Sequence[dict[str, Any]], watch: live_state.Watch
+    project: Project, run_id: int, calls: Sequence[dict[str, Any]], watch: live_state.Watch
 ) -> Appended:
-    run = Run.objects.select_for_update().only(*APPEND_FIELDS).get(pk=run_id)
-    if watch.seen > run.next_seq:  # read under both locks: it saw steps that are gone
+    ids = [storage.clean_text(str(c["id"])[:255]) for c in calls if c.get("id")]
+    with connection.cursor() as cursor:
+        cursor.execute(LOCK_SQL, {"run": run_id, "ids": ids})
+        next_seq, verdict, tools, detectors, seen_next_seq, known_ids, known_seqs = (
+            cursor.fetchone()
+        )
+    if watch.seen > next_seq:  # read under both locks: it saw steps that are gone
         watch.reset()
-    watch.catch_up(run.pk, run.next_seq)  # what other processes appended since
-    ids = {storage.clean_text(str(c["id"])[:255]) for c in calls if c.get("id")}
-    known = {}
-    if ids:
-        found = Step.objects.filter(run_id=run.pk, source_id__in=ids)
+    watch.catch_up(run_id, next_seq)  # what other processes appended since
+    known = dict(zip(known_ids, known_seqs, strict=True))
+    if ids and seen_next_seq != next_seq:  # the lock waited: read them as they are now
+        found = Step.objects.filter(run_id=run_id, source_id__in=ids)
         known = dict(found.values_list("source_id", "seq"))
     seqs: list[int] = []
     rows: list[tuple] = []
     fired: list[detection.Finding] = []
-    tools = set(run.tools)
+    names = set(tools)
     for call in calls:
         source_id = storage.clean_text(str(call["id"])[:255]) if call.get("id") else ""
         if source_id in known:
             seqs.append(known[source_id])
             continue
-        values, step = storage.step_values(run.pk, step_from_call(watch.seen, call), watch.policy)
+        values, step = storage.step_values(run_id, step_from_call(watch.seen, call), watch.policy)
         rows.append(values)
         if source_id:
             known[source_id] = step.seq
-        if step.tool and len(tools) < 200:
-            tools.add(step.tool[:200])
+        if step.tool and len(names) < MAX_TOOLS:
+            names.add(step.tool[:MAX_TOOLS])
         seqs.append(step.seq)
         fired.extend(watch.observe(step))
     if not rows:  # only retries: nothing changes
-        verdict = watch.verdict if run.verdict == Verdict.PENDING else run.verdict
-        return Appended(run, seqs, [], verdict)
-    storage.copy_rows(Step._meta.db_table, storage.STEP_COLUMNS, rows)
-    _save_append(run, rows, sorted(tools), watch, fired)
-    return Appended(run, seqs, fired, run.verdict)
-
-
-def _save_append(
-    run: Run, rows: list[tuple], tools: list[str], watch: live_state.Watch, fired: list
-) -> None:
-    """Write the run row after an append (and its findings when some fired)."""
-    times = [t for row in rows for t in (row[11], row[12]) if t is not None]
-    run.live = True
-    run.next_seq = watch.seen
-    run.version += 1
-    run.last_append_at = timezone.now()
-    run.step_count = watch.seen
-    run.tool_call_count += sum(1 for row in rows if row[2] == "tool_call")
-    run.tools = tools
-    if times:
-        run.started_at = min([run.started_at, *times] if run.started_at else times)
-        run.ended_at = max([run.ended_at, *times] if run.ended_at else times)
-    if fired or run.verdict == Verdict.PENDING:
-        run.verdict = watch.verdict
-        run.detectors = sorted(
-            {*run.detectors, *(f.detector for f in fired if f.severity != "info")}
-        )
+        return Appended(run_id, seqs, [], watch.verdict if verdict == Verdict.PENDING else verdict)
+    if fired or verdict == Verdict.PENDING:
+        verdict = watch.verdict
+        detectors = sorted({*detectors, *(f.detector for f in fired if f.severity != "info")})
+    _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors)
+    if fired:
+        run = Run(pk=run_id, project=project)
         _store_fired(run, fired)
-    run.save(update_fields=APPEND_FIELDS[2:])
+        alerts.on_live_findings(run, fired)  # queued on commit: the append does not wait
+    return Appended(run_id, seqs, fired, verdict)
+
+
+def _write_append(
+    run_id: int, rows: list[tuple], tools: list[str], next_seq: int, verdict: str, detectors: list
+) -> None:
+    """Insert the new steps (`storage.step_values` rows, as COPY writes them at ingest) and
+    update the run row, in one statement: one round trip, whatever the batch's size."""
+    columns = list(zip(*rows, strict=True))
+    params: dict[str, Any] = {name: list(columns[i + 1]) for i, name in enumerate(_COLUMNS)}
+    times = [t for t in (*params["started_at"], *params["ended_at"]) if t is not None]
+    now = timezone.now()
+    params.update(
+        run=run_id,
+        next_seq=next_seq,
+        tool_calls=sum(1 for kind in params["kind"] if kind == "tool_call"),
+        tools=tools,
+        first=min(times) if times else None,
+        last=max(times) if times else None,
+        verdict=verdict,
+        detectors=detectors,
+        stale=now - APPEND_AT_STEP,
+        now=now,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(WRITE_SQL, params)
 
 
 def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
@@ -214,11 +277,13 @@ def check_live(project: Project, external_id: str, tool: str, args: Any = None) 
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
     runs = live_runs(project).filter(external_id=session_id(external_id))
-    found = runs.values_list("pk", "next_seq").first()
-    if found is None:
+    version = Subquery(policy.version_query(project))
+    found = runs.annotate(policy_version=version).values_list("pk", "next_seq", "policy_version")
+    row = found.first()
+    if row is None:
         return detection.Check("ok", (), "")
-    run_id, next_seq = found
-    watch = live_state.watch(run_id, policy.engine_policy(project))
+    run_id, next_seq, version = row
+    watch = live_state.watch(run_id, live_state.engine_policy(project, version))
     with watch.lock:
         watch.catch_up(run_id, next_seq)
         return watch.monitor.check(tool, args)

@@ -5,6 +5,10 @@ steps; a `Watch` is only what this process has already read of them. Before it a
 watch catches up by reading the steps it has not seen (seq >= `seen`), so each step is
 observed once per process: O(1) amortized per step, O(n) once after a restart or an eviction.
 Any process can answer for any run, and a lost or stale watch costs time, never correctness.
+
+The projects' engine policies are cached here too, by the policy version (the id of the
+project's latest PolicyChange: every save through `policy.save_policy`, from the Tuning page,
+the API or the admin, makes one), so an append does not read and validate the policy again.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from django.conf import settings
 import detection
 from detection.findings import worst
 
-from ..models import Step
-from . import storage
+from ..models import Project, Step
+from . import policy, storage
 
 _cache: OrderedDict[int, Watch] = OrderedDict()
 _guard = threading.Lock()  # guards the dict; each watch has its own lock for its monitor
+_policies: dict[int, tuple[int, detection.Policy]] = {}  # project id -> (version, policy)
 
 
 @dataclass(eq=False)
@@ -63,15 +68,34 @@ class Watch:
         self.monitor, self.seen, self.verdict = detection.Monitor(self.policy), 0, "ok"
 
 
-def watch(run_id: int, policy: detection.Policy) -> Watch:
+def engine_policy(project: Project, version: int) -> detection.Policy:
+    """Return the project's engine policy at this version (`policy.current_version`), read
+    from the database only when this process has not read that version yet.
+
+    Only the latest version read is kept per project, so a version that goes back (its
+    PolicyChange deleted) is read again too. Raises policy.PolicyInvalid as
+    `policy.engine_policy` does (an invalid policy is never cached).
+    """
+    found = _policies.get(project.pk)
+    if found is not None and found[0] == version:
+        return found[1]
+    loaded = policy.engine_policy(project)
+    with _guard:
+        _policies[project.pk] = (version, loaded)
+        if len(_policies) > max(settings.LOOPBOARD_LIVE_CACHE_RUNS, 1):
+            _policies.pop(next(iter(_policies)))
+    return loaded
+
+
+def watch(run_id: int, engine_policy: detection.Policy) -> Watch:
     """Return this process's watch of a live run, a new one if it has none or if the
     project's policy changed since (the new one reads the run again)."""
     with _guard:
         found = _cache.get(run_id)
-        if found is not None and found.policy == policy:
+        if found is not None and (found.policy is engine_policy or found.policy == engine_policy):
             _cache.move_to_end(run_id)
             return found
-        found = Watch(policy, detection.Monitor(policy))
+        found = Watch(engine_policy, detection.Monitor(engine_policy))
         _cache[run_id] = found
         while len(_cache) > max(settings.LOOPBOARD_LIVE_CACHE_RUNS, 1):
             _cache.popitem(last=False)
@@ -91,3 +115,4 @@ def clear() -> None:
     """Drop every watch (as a restart does)."""
     with _guard:
         _cache.clear()
+        _policies.clear()

@@ -68,6 +68,22 @@ def _die_holding_the_lock(database: str, project_id: int, locked) -> None:
         os._exit(1)  # no commit, no rollback: PostgreSQL drops the transaction
 
 
+def _hold_the_lock_then_commit(database: str, project_id: int, locked, release) -> None:
+    """Append a step with id "twice" inside a transaction and commit when told to."""
+    _child_django(database)
+    from django.db import connections, transaction
+
+    from runs.models import Project
+    from runs.services import live
+
+    project = Project.objects.get(pk=project_id)
+    with transaction.atomic():
+        live.append_steps(project, "retried", [{**SEARCH, "id": "twice"}])
+        locked.set()
+        release.wait(timeout=60)
+    connections.close_all()
+
+
 def _stored(run_id: int) -> list[tuple[int, str]]:
     from runs.models import Step
 
@@ -168,8 +184,8 @@ def test_quiet_live_runs_are_ended_by_the_beat_and_queued(
     from runs.services import live
 
     settings.LOOPBOARD_LIVE_QUIET_SECONDS = 60
-    quiet = live.append_steps(project, "quiet", [SEARCH]).run
-    busy = live.append_steps(project, "busy", [SEARCH]).run
+    quiet = Run.objects.get(pk=live.append_steps(project, "quiet", [SEARCH]).run_id)
+    busy = Run.objects.get(pk=live.append_steps(project, "busy", [SEARCH]).run_id)
     Run.objects.filter(pk=quiet.pk).update(last_append_at=timezone.now() - timedelta(seconds=61))
     with django_capture_on_commit_callbacks() as queued:
         tasks.recover()
@@ -248,3 +264,79 @@ def test_live_findings_agree_with_the_final_analysis(project, seed):
     assert sorted(_full(f) for f in final) == sorted(_full(f) for f in written)
     assert {(f.detector, f.signature, f.fired_at) for f in final} == fired
     assert run.verdict == live_verdict and run.live is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_waiting_on_the_lock_of_its_first_try_is_stored_once(project):
+    import threading
+
+    from runs.models import Run
+    from runs.services import live
+
+    live.append_steps(project, "retried", [{**SEARCH, "id": "first"}])
+    context = multiprocessing.get_context("spawn")
+    locked, release = context.Event(), context.Event()
+    child = _spawn(_hold_the_lock_then_commit, project.pk, locked, release)
+    assert locked.wait(timeout=60)
+    # the retry's lock statement starts before the first try commits: its snapshot misses
+    # the step, so the ids are read again once the lock is granted
+    threading.Timer(0.5, release.set).start()
+    appended = live.append_steps(project, "retried", [{**SEARCH, "id": "twice"}])
+    child.join(timeout=30)
+    assert appended.seqs == [1]
+    run = Run.objects.get(external_id="retried")
+    assert _stored(run.pk) == [(0, "first"), (1, "twice")]
+    assert run.next_seq == run.step_count == 2
+
+
+def _append_statements(project, session: str, call: dict) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from runs.services import live
+
+    with CaptureQueriesContext(connection) as queries:
+        live.append_steps(project, session, [call])
+    # BEGIN and COMMIT are round trips too, but every write has them
+    return [q["sql"] for q in queries.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_costs_the_same_statements_whatever_the_run_length(project):
+    from runs.services import live, live_state
+
+    for size in (10, 1000):
+        session = f"long-{size}"
+        calls = [{"tool": "read", "args": {"i": i}, "id": f"c{i}"} for i in range(size)]
+        for i in range(0, size, 500):
+            live.append_steps(project, session, calls[i : i + 500])
+        statements = _append_statements(project, session, {"tool": "read", "id": "new"})
+        # the run and the policy version; the row lock with the known ids; the write
+        assert len(statements) == 3, statements
+        assert "runs_toolpolicy" not in " ".join(statements)  # the policy is cached
+        assert "FOR UPDATE" in statements[1] and "INSERT INTO runs_step" in statements[2]
+        # a retry of a stored step is answered from the row lock's read: no write
+        assert len(_append_statements(project, session, {"tool": "read", "id": "c3"})) == 2
+    # a process that has not seen the run reads it once, then is back to three statements
+    live_state.clear()
+    first = _append_statements(project, "long-1000", {"tool": "read", "args": {"i": -1}})
+    assert len(first) > 3
+    again = _append_statements(project, "long-1000", {"tool": "read", "args": {"i": -2}})
+    assert len(again) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cached_policy_follows_every_saved_change(project, django_user_model):
+    from runs.services import live, policy
+
+    user = django_user_model.objects.create_user("tuner")
+    live.append_steps(project, "tuned", [SEARCH, SEARCH])
+    assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "warn"
+    # save_policy is what the Tuning page, the API and the admin all call
+    policy.save_policy(project, {"defaults": {"warn": 5, "stop": 8}}, user)
+    assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "ok"
+    assert live.append_steps(project, "tuned", [SEARCH]).verdict == "ok"
+    policy.save_policy(project, {}, user)
+    assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "warn"
+    live.append_steps(project, "tuned", [SEARCH])
+    assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "stop"
