@@ -8,7 +8,8 @@ when DATABASE_URL is unset) and its own project, "backtest-bench". Fills it once
 2 to 6 times), and 2,000 labels on those loops (every tenth a false alarm). Then it runs one
 back-test job of a draft (warn at 2 calls, stop at 4) over the last 30 days in this process,
 the same `run_job` the worker runs: both policies re-analyzed per run, steps read in chunks,
-progress written every second. The baseline is the old inline preview's loop (one query per
+progress written every second; then a draft of one tool row (only the runs that call that
+tool are analyzed twice). The baseline is the old inline preview's loop (one query per
 run, one analysis per run, what the Tuning page did for its last 200 runs) over the first
 `--baseline` runs, extrapolated to the same number of runs. Prints runs/s, steps/s and seconds.
 """
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pages import TOOLS, bench_database_url  # noqa: E402
 
 DRAFT = {"defaults": {"warn": 2, "stop": 4}, "tools": {}}
+TOOL_DRAFT = {"defaults": {}, "tools": {"web_search": {"warn": 2}}}
 LABELS = 2_000
 
 
@@ -99,6 +101,11 @@ def make_runs(project_id: int, count: int, steps: int) -> None:
             ),
         )  # fmt: skip
         with connection.cursor() as cursor:
+            cursor.execute(  # as ingest fills it: the run's distinct tool names
+                "UPDATE runs_run r SET tools = ARRAY(SELECT DISTINCT tool FROM runs_step s "
+                "WHERE s.run_id = r.id AND tool <> '' ORDER BY tool) WHERE project_id = %s",
+                [project_id],
+            )
             cursor.execute(
                 "SELECT setval(pg_get_serial_sequence('runs_run', 'id'), (SELECT MAX(id) FROM runs_run))"
             )
@@ -183,6 +190,11 @@ def main() -> None:
     began = time.perf_counter()
     job = backtest.run_job(job.pk)
     seconds = time.perf_counter() - began
+    # A draft of one tool row: the runs without that tool are analyzed once.
+    one_row = backtest.start(project, None, TOOL_DRAFT, now - timedelta(days=30), now)
+    began = time.perf_counter()
+    one_row = backtest.run_job(one_row.pk)
+    row_seconds = time.perf_counter() - began
     tally = backtest.Tally.load(job.results)
     steps = job.total * args.steps
 
@@ -193,6 +205,8 @@ def main() -> None:
     print(f"{'':44} {'runs':>8} {'runs/s':>9} {'steps/s':>10} {'seconds':>9}")
     print(f"{'back-test job (2 analyses per run)':44} {job.total:>8} {job.total / seconds:>9,.0f} "
           f"{2 * steps / seconds:>10,.0f} {seconds:>9.1f}")  # fmt: skip
+    print(f"{'back-test job, one tool row (web_search)':44} {one_row.total:>8} "
+          f"{one_row.total / row_seconds:>9,.0f} {'':>10} {row_seconds:>9.1f}")  # fmt: skip
     print(f"{'old inline preview (1 analysis per run)':44} {examined:>8} {old_rate:>9,.0f} "
           f"{old_steps / old_seconds:>10,.0f} {old_seconds:>9.1f}")  # fmt: skip
     print(f"{'  same loop, extrapolated to the job':44} {job.total:>8} {old_rate:>9,.0f} "

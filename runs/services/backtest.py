@@ -51,6 +51,7 @@ CHUNK_STEPS = 50_000  # ... unless they hold more steps than this together
 LISTED = 200  # changed runs kept per kind (the counts are exact)
 MESSAGE_CHARS = 200
 NIGHTLY_DAYS = 7
+TOOLS_KEPT = 200  # Run.tools holds at most this many names (ingest)
 FLAGGED = (Verdict.WARN, Verdict.STOP)
 KINDS = ("flagged", "cleared", "changed")
 SCORED = ("tp", "fp", "fn", "tn")
@@ -162,8 +163,8 @@ CLAIM = f"""
 
 def _untouched(run: Run, patterns: set[str] | None) -> bool:
     """Whether the draft leaves this run as the saved policy does (no changed row applies)."""
-    if patterns is None:
-        return False
+    if patterns is None or len(run.tools) >= TOOLS_KEPT:
+        return False  # the defaults changed, or the run's list of tools may be cut short
     return not any(fnmatchcase(tool, p) for tool in run.tools for p in patterns)
 
 
