@@ -189,20 +189,34 @@ def _default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
 
 
-def refused_address(host: str, port: int) -> str:
-    """Return why sending to this host is refused ('' when it is not): it does not resolve,
-    or one of its addresses is loopback, link-local, private, multicast or reserved."""
+class Unresolved(ChannelInvalid):
+    """A host that does not resolve (now: at send time it is worth another attempt)."""
+
+
+def address_for(host: str, port: int, *, private_ok: bool = False) -> str:
+    """Return the address to connect to for this host; raise Unresolved when it does not
+    resolve, and (unless private_ok) ChannelInvalid when one of its addresses is loopback,
+    link-local, private, multicast or reserved."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        return f"{host} does not resolve ({exc})"
-    for info in infos:
+    except (OSError, UnicodeError) as exc:
+        raise Unresolved(f"{host} does not resolve ({exc})") from None
+    for info in infos if not private_ok else ():
         address = ipaddress.ip_address(info[4][0])
         if not address.is_global or address.is_multicast:
-            return (
+            raise ChannelInvalid(
                 f"{host} resolves to {address}, a loopback, link-local or private address "
                 "(set LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS to allow it)"
             )
+    return str(infos[0][4][0])
+
+
+def refused_address(host: str, port: int) -> str:
+    """Return why sending to this host is refused, or '' (see `address_for`)."""
+    try:
+        address_for(host, port)
+    except ChannelInvalid as exc:
+        return str(exc)
     return ""
 
 

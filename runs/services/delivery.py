@@ -8,9 +8,10 @@ the payload is there for machines. Each attempt is one `Delivery` row. A webhook
 carries an `idempotency_key` (also the `Idempotency-Key` header), the same on every attempt,
 so a receiver can drop the duplicate that at-least-once delivery may bring.
 
-Requests go only to the configured URL: redirects are not followed, the address is checked
-again before sending (see `channels.refused_address`), the read of the answer is capped and
-every request has a timeout. URLs and secrets never go into the log or an error message.
+Requests go only to the configured URL: redirects are not followed, the host is resolved and
+checked again before sending and the connection made to that address (`channels.address_for`),
+the read of the answer is capped and every request has a timeout. URLs and secrets never go
+into the log or an error message.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import smtplib
 import time
 import uuid
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
@@ -269,15 +270,26 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
     parts = urlsplit(url)
     if not url or not parts.hostname:
         return Outcome(False, error="the channel has no usable URL (was SECRET_KEY changed?)")
-    if not settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        if refused := channels.refused_address(parts.hostname, port):
-            return Outcome(False, error=refused)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    private_ok = settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS
+    try:
+        address = channels.address_for(parts.hostname, port, private_ok=private_ok)
+    except channels.Unresolved as exc:
+        return Outcome(False, retry=True, error=str(exc))
+    except channels.ChannelInvalid as exc:
+        return Outcome(False, error=str(exc))
+    # Connect to the address just checked, so a second lookup cannot answer another one (DNS
+    # rebinding); the Host header and TLS (SNI and the certificate) still name the host.
+    target = pinned(url, address)
+    headers = {**headers, "Host": parts.netloc}
+    extensions = {"sni_hostname": parts.hostname}
     timeout = settings.LOOPBOARD_ALERT_TIMEOUT_SECONDS
     try:
         with (
             httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream("POST", url, content=body, headers=headers) as response,
+            client.stream(
+                "POST", target, content=body, headers=headers, extensions=extensions
+            ) as response,
         ):
             answer = _read_capped(response)
     except httpx.TimeoutException:
@@ -292,6 +304,14 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         return Outcome(False, code=code, error=f"redirect to {where} not followed")
     retry = code >= 500 or code == 429
     return Outcome(False, retry=retry, code=code, error=_error_text(code, answer))
+
+
+def pinned(url: str, address: str) -> str:
+    """The URL with its host replaced by this IP address (the port and path kept)."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=host + port))
 
 
 def _read_capped(response: httpx.Response) -> bytes:

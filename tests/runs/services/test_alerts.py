@@ -604,3 +604,40 @@ def test_concurrent_fires_keep_to_the_hourly_cap(project):
     assert sent.count(True) == 2
     assert capped.alerts.filter(held=False).count() == 2
     assert capped.alerts.filter(held=True).count() == 4
+
+
+def test_the_connection_goes_to_the_address_that_was_checked():
+    assert delivery.pinned("https://hooks.example.com:8443/a?b=1", "93.184.215.14") == (
+        "https://93.184.215.14:8443/a?b=1"
+    )
+    assert delivery.pinned("http://example.com/x", "2606:2800:220:1::1") == (
+        "http://[2606:2800:220:1::1]/x"
+    )
+
+
+def test_a_host_that_resolves_elsewhere_at_send_time_is_refused(
+    project, receivers, settings, monkeypatch
+):
+    """DNS rebinding: public when the channel was saved, loopback when the alert is sent."""
+    import socket
+
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = False
+    receiver = receivers()
+    answers = {"now": "93.184.215.14"}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers["now"], port))]
+
+    monkeypatch.setattr(channels.socket, "getaddrinfo", getaddrinfo)
+    port = receiver.server.server_port
+    channel, _ = webhook(project, f"http://rebind.example:{port}/hook")
+    answers["now"] = "127.0.0.1"
+    attempt = delivery.send_test(channel)
+    assert attempt.status == "failed" and "resolves to 127.0.0.1" in attempt.error
+    assert receiver.requests == []
+
+
+def test_a_host_that_does_not_resolve_at_send_time_is_retried(settings):
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = False
+    outcome = delivery.post("https://loopboard-test.invalid/hook", b"{}", {})
+    assert outcome.retry and "does not resolve" in outcome.error
