@@ -541,6 +541,17 @@ def days_of(issue_ids: Iterable[int], since: datetime) -> dict[int, dict]:
     return out
 
 
+def versions_seen(project_ids: list[int]) -> list[str]:
+    """Return the agent versions the issues of these projects were seen in (unordered)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT DISTINCT unnest(versions) FROM {LoopIssue._meta.db_table}
+                WHERE project_id = ANY(%s) AND finding_count > 0""",
+            [project_ids],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
 def runs_of(issue: LoopIssue) -> QuerySet[Run]:
     """Return the issue's runs, newest first (`issue.run_count` says how many)."""
     grouped = Finding.objects.filter(issue=issue).values("run_id")

@@ -7,7 +7,6 @@ from datetime import date, timedelta
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -140,8 +139,7 @@ def _fill(rows: list[tuple[date, int]]) -> list[tuple[date, int]]:
 
 def _versions(project_ids: list[int]) -> list[str]:
     """Return the agent versions seen in these projects' issues (for the filter)."""
-    found: QuerySet = LoopIssue.objects.filter(project_id__in=project_ids, finding_count__gt=0)
-    seen = {v for row in found.values_list("versions", flat=True)[:2000] for v in row}
+    seen = issues.versions_seen(project_ids)
     return sorted(
         seen, key=lambda v: (issues.version_key(v) is None, issues.version_key(v) or (), v)
     )
