@@ -10,7 +10,8 @@ fills a project of its own with COPY, and prints each figure beside its baseline
 - re-analysis: deleting the findings of 1,000 labeled runs as `analysis.write` does (one
   DELETE; PostgreSQL sets the labels' finding NULL), beside what a Python-level SET_NULL
   foreign key would make Django do (load the findings, UPDATE the labels, DELETE by id);
-  both in a transaction that is rolled back;
+  and deleting the findings of 1,000 runs nobody labeled, with the foreign key and without it
+  (what it cost before labels); each in a transaction that is rolled back;
 - scoring: `scoring.score` of `--findings` findings against the labels, beside one pass over
   the same findings building nothing.
 """
@@ -36,6 +37,7 @@ from bench_pages import bench_database_url  # noqa: E402
 TOOLS = ["web_search", "fetch", "bash", "read_file", "grep", "get_job_status", "sql_query"]
 DETECTORS = ["repeat", "oscillation", "result_stall", "near_repeat", "mutating_failure"]
 PER_RUN = 5  # findings per run
+FK = "label_finding_set_null"  # migration 0014
 
 
 def timed(work: Callable[[], object], repeat: int) -> tuple[float, object]:
@@ -48,18 +50,16 @@ def timed(work: Callable[[], object], repeat: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def fill(project, runs: int, labels: int) -> None:
-    """Insert `runs` runs with PER_RUN findings each, and `labels` labels on them (by COPY)."""
-    from django.db import connection
-
-    from runs.models import Finding, Label, Run
+def make_runs(project, count: int, prefix: str = "run") -> list:
+    """Insert `count` runs with PER_RUN findings each; return the runs."""
+    from runs.models import Finding, Run
 
     rng = random.Random(16)
     made = Run.objects.bulk_create(
         (
-            Run(project=project, external_id=f"run-{i}", name=f"run-{i}", format="native",
-                verdict="stop")
-            for i in range(runs)
+            Run(project=project, external_id=f"{prefix}-{i}", name=f"{prefix}-{i}",
+                format="native", verdict="stop")
+            for i in range(count)
         ),
         batch_size=5000,
     )  # fmt: skip
@@ -73,6 +73,17 @@ def fill(project, runs: int, labels: int) -> None:
         ),
         batch_size=5000,
     )  # fmt: skip
+    return made
+
+
+def fill(project, runs: int, labels: int) -> None:
+    """Insert `runs` runs with PER_RUN findings each, and `labels` labels on them (by COPY)."""
+    from django.db import connection
+
+    from runs.models import Finding, Label
+
+    rng = random.Random(16)
+    made = make_runs(project, runs)
     table = Finding._meta.db_table
     with connection.cursor() as cursor:
         run_ids = [run.pk for run in made]
@@ -125,6 +136,11 @@ def main() -> None:
         began = time.perf_counter()
         fill(project, args.runs, args.labels)
         print(f"filled {args.runs} runs and their labels in {time.perf_counter() - began:.1f} s")
+    plain = project.runs.filter(external_id__startswith="plain-")
+    if plain.count() != 1000:
+        plain.delete()
+        make_runs(project, 1000, "plain")
+    plain_ids = list(plain.values_list("pk", flat=True))
     count = Label.objects.filter(project=project).count()
     print(f"{count} labels on {project.runs.count()} runs ({PER_RUN} findings each)\n")
 
@@ -152,18 +168,24 @@ def main() -> None:
     class Rollback(Exception):
         pass
 
-    def rolled_back(work: Callable[[], None]) -> Callable[[], None]:
-        def run() -> None:
-            try:
-                with transaction.atomic():
-                    work()
-                    raise Rollback
-            except Rollback:
-                pass
+    def in_rollback(work: Callable[[], None], prepare: Callable[[], None] | None = None) -> float:
+        """Seconds `work` takes in a transaction rolled back after it (`prepare` not timed)."""
+        elapsed = 0.0
+        try:
+            with transaction.atomic():
+                if prepare is not None:
+                    prepare()
+                began = time.perf_counter()
+                work()
+                elapsed = time.perf_counter() - began
+                raise Rollback
+        except Rollback:
+            return elapsed
 
-        return run
+    def median_ms(work: Callable[[], None], prepare: Callable[[], None] | None = None) -> float:
+        return 1000 * statistics.median(in_rollback(work, prepare) for _ in range(args.repeat))
 
-    def one_delete() -> None:
+    def one_delete() -> None:  # what analysis.write does
         Finding.objects.filter(run_id__in=run_ids).delete()
 
     def python_set_null() -> None:  # what Django does for on_delete=SET_NULL
@@ -172,11 +194,29 @@ def main() -> None:
         Label.objects.filter(finding_id__in=pks).update(finding=None)
         Finding.objects.filter(pk__in=pks).delete()
 
-    seconds, _ = timed(rolled_back(one_delete), args.repeat)
-    baseline, _ = timed(rolled_back(python_set_null), args.repeat)
-    print(f"re-analysis: delete the findings of {len(run_ids)} labeled runs")
-    print(f"  one DELETE, SET NULL in PostgreSQL  {seconds * 1000:8.1f} ms")
-    print(f"  baseline: Python-level SET_NULL     {baseline * 1000:8.1f} ms\n")
+    def delete_unlabeled() -> None:
+        Finding.objects.filter(run_id__in=plain_ids).delete()
+
+    def drop_foreign_key() -> None:  # before labels: no foreign key into the findings
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {Label._meta.db_table} DROP CONSTRAINT {FK}")
+
+    findings = Finding.objects.filter(run_id__in=run_ids).count()
+    print(
+        f"re-analysis: delete the findings of 1,000 runs ({findings} labeled or {PER_RUN}000 not)"
+    )
+    for name, work, prepare in (
+        ("all labeled: one DELETE, PostgreSQL sets NULL", one_delete, None),
+        ("baseline: all labeled, Python-level SET_NULL", python_set_null, None),
+        ("none labeled: one DELETE", delete_unlabeled, None),
+        (
+            "baseline: none labeled, no foreign key (before labels)",
+            delete_unlabeled,
+            drop_foreign_key,
+        ),
+    ):
+        print(f"  {name:<56} {median_ms(work, prepare):8.1f} ms")
+    print()
 
     judged = list(
         labels_service.labels_for_runs(project.runs.values_list("pk", flat=True)).values()
