@@ -101,3 +101,18 @@ def test_another_projects_issue_is_404(api, other_project, issues):
 
 def test_issues_need_a_key(client, issues):
     assert client.get("/api/issues").status_code == 401
+
+
+def test_an_uploads_version_reaches_its_runs(api, project):
+    from runs.models import Trace
+    from runs.services import ingest
+
+    response = api.post(
+        "/api/traces?name=v.jsonl&version=2.0.1",
+        data=search_loop("v"),
+        content_type="application/octet-stream",
+    )
+    assert response.status_code == 202, response.content
+    trace = Trace.objects.get(pk=response.json()["trace_id"])
+    ingest.ingest_trace(trace.pk)
+    assert trace.agent_version == "2.0.1" and trace.runs.get().agent_version == "2.0.1"

@@ -360,3 +360,17 @@ def test_counters_added_run_by_run_equal_a_recount_from_the_findings(project):
     )
     assert added["run_count"] == 4 and added["versions"] == ["1.0", "1.1", "1.2"]
     assert [runs for _, runs, _ in days] == [2, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({"gen_ai.agent.name": "planner", "service.version": "3.2"}, ("planner", "3.2")),
+        ({"agent": "claude-code", "version": "2.1.14"}, ("claude-code", "2.1.14")),
+        ({"agent": "codex", "cli_version": "0.5.0"}, ("codex", "0.5.0")),
+        ({"agent": ["not", "text"], "version": True}, ("", "")),
+        ({}, ("", "")),
+    ],
+)
+def test_the_agent_and_its_version_come_from_the_run_metadata(metadata, expected):
+    assert ingest.agent_of(metadata) == expected
