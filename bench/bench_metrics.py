@@ -9,9 +9,10 @@ triggers off, has migration 0018 count them as on an existing install, and print
 - the time that migration takes;
 - the baseline: the same figures by GROUP BY over the tables, per scrape;
 - a scrape through Django's test Client (view, auth, queries, exposition), with `--new`
-  runs (and their findings) inserted between scrapes, so each scrape folds fresh rows;
-- what the triggers add to writing runs and findings, per 1,000 runs (with and without them,
-  in transactions rolled back).
+  runs (and their findings) inserted between scrapes, so each scrape folds fresh rows, and
+  the beat's fold and VACUUM before each (it runs every minute);
+- what the triggers add to writing runs and findings, per 1,000 runs, and to importing and
+  analyzing a trace as the worker does (with and without them, in transactions rolled back).
 """
 
 from __future__ import annotations
@@ -133,6 +134,37 @@ def write_cost(runs: int, *, triggers: bool) -> float:
     return elapsed
 
 
+def import_cost(project, traces: int, *, triggers: bool) -> float:
+    """Milliseconds to import and analyze `traces` looping traces the way the worker does
+    (store, parse, analyze), in a transaction rolled back."""
+    import json
+
+    from django.db import connection, transaction
+
+    from runs.services import analysis, ingest
+
+    began = time.perf_counter()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            role = "origin" if triggers else "replica"
+            cursor.execute(f"SET LOCAL session_replication_role = {role}")
+        for i in range(traces):
+            events = [{"type": "message", "role": "user", "content": f"task {i}"}]
+            events += [
+                {"type": "tool_call", "tool": "web_search", "args": {"q": f"q{n % 3}"},
+                 "result": {"hits": []}, "tokens_in": 900, "tokens_out": 100, "cost": 0.02}
+                for n in range(40)
+            ]  # fmt: skip
+            data = "".join(json.dumps(e) + "\n" for e in events).encode()
+            trace, _ = ingest.store_trace(project, data, name=f"import-{i}.jsonl")
+            ingest.ingest_trace(trace.pk)
+            for run_id in trace.runs.values_list("pk", flat=True):
+                analysis.analyze_run(run_id)
+        elapsed = (time.perf_counter() - began) * 1000
+        transaction.set_rollback(True)
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Time GET /metrics at a million runs.")
     parser.add_argument("--runs", type=int, default=1_000_000)
@@ -168,7 +200,7 @@ def main() -> None:
         call_command("migrate", "runs", verbosity=0)
         print(f"migration 0018 counts the stored rows: {time.perf_counter() - began:.1f} s")
     began = time.perf_counter()
-    metrics.compact()
+    metrics.compact(vacuum=True)
     print(f"fold the metric rows waiting: {(time.perf_counter() - began) * 1000:,.0f} ms")
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM runs_metric_total")
@@ -191,9 +223,11 @@ def main() -> None:
     size = len(client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").content)
     scrapes = []
     for _ in range(args.repeat):
+        metrics.compact(vacuum=True)  # what the beat does every minute
         with connection.cursor() as cursor:
             cursor.execute(FILL, {"projects": PROJECTS, "count": args.new})
         scrapes.append(timed(scrape, 1)[0])
+    metrics.compact(vacuum=True)
     quiet = timed(scrape, args.repeat)
 
     def row(what: str, median: float, worst: float) -> None:
@@ -216,6 +250,15 @@ def main() -> None:
         f"\nwriting {n:,} runs with their traces and findings: {without:,.0f} ms without the "
         f"metric triggers, {with_triggers:,.0f} ms with them "
         f"(+{(with_triggers - without) / (n / 1000):.1f} ms per 1,000 runs)"
+    )
+    project = Project.objects.get(slug="metrics-bench-1")
+    traces = 50
+    with_triggers = statistics.median(import_cost(project, traces, triggers=True) for _ in range(3))
+    without = statistics.median(import_cost(project, traces, triggers=False) for _ in range(3))
+    print(
+        f"importing and analyzing {traces} looping traces (41 steps each) as the worker does: "
+        f"{without / traces:.1f} ms a trace without the triggers, "
+        f"{with_triggers / traces:.1f} ms with them"
     )
 
 

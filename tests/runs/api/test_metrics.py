@@ -328,3 +328,27 @@ def test_a_deleted_projects_figures_are_dropped(project, other_project, process)
         )
         assert cursor.fetchone()[0] == 0
     assert [f.slug for f in metrics.read()] == ["agents"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_beats_fold_reclaims_the_folded_rows_space(client, project, key, process):
+    from runs import tasks
+
+    process(project, looping_trace(6))
+    before = scrape(client, key)
+
+    def delta_bytes() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_relation_size('runs_metric_delta')")
+            return cursor.fetchone()[0]
+
+    metrics.compact()
+    assert delta_bytes() > 0  # deleted rows still take their pages until a vacuum
+    process(project, healthy_trace())
+    tasks.compact_metrics()
+    assert delta_bytes() == 0
+    after = scrape(client, key)
+    assert value(after, "loopboard_runs_ingested_total", project="agents", format="native") == 2
+    assert value(after, "loopboard_runs", project="agents", verdict="ok") == (
+        value(before, "loopboard_runs", project="agents", verdict="ok") + 1
+    )
