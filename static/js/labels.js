@@ -23,6 +23,20 @@
     reasons.open = true;
     reasons.querySelector("button[name=reason]").focus();
   });
+  // A live run's page re-sends the findings panel every poll: reasons opened stay open.
+  const opened = new Set();
+  document.addEventListener("toggle", (event) => {
+    const reasons = event.target;
+    if (!reasons.classList || !reasons.classList.contains("label-box__false")) return;
+    const id = reasons.closest(".label-box").id;
+    if (reasons.open) opened.add(id); else opened.delete(id);
+  }, true);
+  document.addEventListener("htmx:oobAfterSwap", () => {
+    for (const id of opened) {
+      const reasons = document.querySelector(`#${id} .label-box__false`);
+      if (reasons) reasons.open = true; else opened.delete(id);
+    }
+  });
   document.addEventListener("htmx:afterSwap", (event) => {
     const box = event.detail.target;
     if (!box || !box.classList || !box.classList.contains("label-box")) return;

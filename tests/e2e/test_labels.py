@@ -78,3 +78,43 @@ def test_label_a_finding_by_click_and_one_by_keyboard(page, run):
     # and after a reload the page shows what counts
     page.reload()
     expect(page.locator(f"#label-{fetch.pk} .label-box__current")).to_contain_text("Real loop")
+
+
+def test_reasons_opened_on_a_live_run_stay_open_while_the_page_polls(live_server, page):
+    import httpx
+
+    from runs.models import ApiKey
+
+    user = get_user_model().objects.create_user("liv", password="pw-liv-1234")
+    project = Project.objects.create(name="Live labels", slug="live-labels")
+    Membership.objects.create(project=project, user=user)
+    key = ApiKey.issue(project, "agent", scope=ApiKey.Scope.INGEST)[1]
+    api = httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {key}"})
+    opened = api.post("/api/live/runs", json={"external_id": "s-1", "name": "live labels"})
+    assert opened.status_code == 200, opened.text
+
+    def append(n: int) -> None:
+        step = {"id": f"t{n}", "tool": "Bash", "args": {"command": "make test"}}
+        step |= {"result": "make: *** [test] Error 2", "status": "error"}
+        answer = api.post("/api/live/runs/s-1/steps", json={"steps": [step]})
+        assert answer.status_code == 200, answer.text
+
+    for n in range(4):
+        append(n)
+    page.goto(live_server.url + "/accounts/login/")
+    page.fill("input[name=username]", "liv")
+    page.fill("input[name=password]", "pw-liv-1234")
+    page.click("button[type=submit], input[type=submit]")
+    page.goto(live_server.url + opened.json()["url"])
+    box = page.locator(".label-box").first
+    box.locator("summary").click()
+    expect(box.locator(".label-box__false")).to_have_attribute("open", "")
+    append(4)  # the next poll re-sends the findings panel with the new step's finding
+    expect(page.locator("text=#4").first).to_be_visible(timeout=10_000)
+    page.wait_for_timeout(2500)  # at least one more poll
+    expect(page.locator(".label-box").first.locator(".label-box__false")).to_have_attribute(
+        "open", ""
+    )
+    page.locator(".label-box").first.get_by_role("button", name="Batch work").click()
+    expect(page.locator(".label-box").first).to_contain_text("False alarm: batch work")
+    assert Label.objects.get().reason == "batch"
