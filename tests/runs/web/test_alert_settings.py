@@ -201,3 +201,20 @@ def test_the_admin_shows_channels_without_their_url_or_secret(client, project, r
         assert receiver.url not in page and secret not in page
         assert channel.url_encrypted not in page
     assert client.get("/admin/runs/channel/add/").status_code == 403
+
+
+def test_rules_of_every_kind_are_described(client_in, project):
+    AlertRule.objects.create(
+        project=project, name="r1", kind="run", severity="warn", tools=["bash"]
+    )
+    AlertRule.objects.create(project=project, name="r2", kind="issue", max_per_hour=3)
+    AlertRule.objects.create(
+        project=project, name="r3", kind="rate", metric="waste_cost_per_hour",
+        window_minutes=30, alert_threshold=5, state="alert",
+    )  # fmt: skip
+    AlertRule.objects.create(project=project, name="r4", kind="digest", hour=8)
+    page = client_in.get(settings_url(project)).content.decode()
+    assert "a run reaches warn · tools bash" in page
+    assert "a loop issue is new or regressed · at most 3/h" in page
+    assert "waste cost per hour over 30 min" in page and 'badge--stop">alert' in page
+    assert "daily digest at 8:00 (UTC)" in page
