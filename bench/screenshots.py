@@ -99,10 +99,12 @@ def main() -> None:
         tool = page.locator("input[name$='-tool']").last
         tool.fill(page.locator("#tool-names option").first.get_attribute("value") or "web_search")
         page.locator("input[name$='-warn']").last.fill("2")
-        page.get_by_role("button", name=re.compile("Preview")).click()
-        page.wait_for_selector("#preview:not([hidden])")
-        page.locator("#preview").scroll_into_view_if_needed()
-        shot("08-tuning-preview")
+        page.select_option("select[name=b-range]", "30d")
+        page.get_by_role("button", name="Run back-test").click()
+        # The worker runs the job; the block polls until it is done.
+        page.locator("#backtest .backtest__status--done").wait_for(timeout=120_000)
+        page.locator("#backtest").scroll_into_view_if_needed()
+        shot("08-tuning-backtest", full=True)
         print("project:", slug.group(1) if slug else "?")
 
         page.set_viewport_size({"width": 1280, "height": 800})

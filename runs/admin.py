@@ -8,7 +8,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .models import (
+    Alert,
+    AlertRule,
     ApiKey,
+    Channel,
+    Delivery,
     Finding,
     Label,
     LoopIssue,
@@ -236,3 +240,44 @@ class ToolPolicyAdmin(ProjectScopedAdmin):
 class PolicyChangeAdmin(ProjectScopedAdmin):
     list_display = ("project", "user", "created_at", "summary", "reanalyzed")
     readonly_fields = ("project", "user", "created_at", "before", "after", "summary", "reanalyzed")
+
+
+class ViewOnlyAdmin(ProjectScopedAdmin):
+    """Alerts are changed on the project settings page and through the API, where their
+    validation lives (`services.channels`, `services.alerts.save_rule`); here they are only
+    seen, and deleted."""
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(Channel)
+class ChannelAdmin(ViewOnlyAdmin):
+    list_display = ("name", "project", "kind", "hint", "enabled", "created_at")
+    list_filter = ("kind", "enabled", ("project", admin.RelatedOnlyFieldListFilter))
+    exclude = ("url_encrypted", "secret_encrypted")  # never shown again after saving
+
+
+@admin.register(AlertRule)
+class AlertRuleAdmin(ViewOnlyAdmin):
+    list_display = ("name", "project", "kind", "enabled", "severity", "metric", "state")
+    list_filter = ("kind", "enabled", ("project", admin.RelatedOnlyFieldListFilter))
+
+
+@admin.register(Alert)
+class AlertAdmin(ViewOnlyAdmin):
+    project_path = "rule__project"
+    list_display = ("key", "rule", "held", "created_at")
+    list_filter = ("held",)
+    raw_id_fields = ("rule", "summed_into")
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ViewOnlyAdmin):
+    project_path = "channel__project"
+    list_display = ("alert", "channel", "attempt", "status", "response_code", "created_at")
+    list_filter = ("status",)
+    raw_id_fields = ("alert", "channel")

@@ -561,7 +561,9 @@ class Label(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.get_verdict_display()}: {self.detector} {self.tool or 'run'} in {self.run_id}"
+        return (
+            f"{self.get_verdict_display()}: {self.detector} {self.tool or 'run'} in {self.run_id}"
+        )
 
 
 # Alerts ----------------------------------------------------------------------------------------

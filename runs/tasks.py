@@ -62,7 +62,8 @@ def nightly_backtests() -> None:
     backtest.nightly()
 
 
-@app.task(soft_time_limit=50, time_limit=60, **RETRY)
+# A batch of many flagged runs fires one alert each (a row lock and an insert apiece).
+@app.task(soft_time_limit=290, time_limit=300, **RETRY)
 def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None:
     """Fire the alert rules for analyzed runs and (issue id, "new" | "regressed") events."""
     alerts.on_runs_analyzed(run_ids)
@@ -94,7 +95,7 @@ def send_digests() -> None:
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
 def compact_metrics() -> None:
     """Fold the metric rows written since the last time into the totals (beat)."""
-    metrics.compact()
+    metrics.compact(vacuum=True)
 
 
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)

@@ -362,7 +362,7 @@ def append_live_steps(
         raise HttpError(409, str(exc)) from None
     _server_timing(response, started)
     return {
-        "run_id": appended.run.pk,
+        "run_id": appended.run_id,
         "seqs": appended.seqs,
         "findings": [finding.to_dict() for finding in appended.findings],
         "verdict": appended.verdict,

@@ -107,10 +107,13 @@ def current_version(project: Project) -> int:
 
     Findings, labels and back-tests record it; the live guard caches the policy by it.
     """
-    latest = (
-        PolicyChange.objects.filter(project=project).order_by("-id").values_list("id", flat=True)
-    )
-    return latest.first() or 0
+    return version_query(project).first() or 0
+
+
+def version_query(project: Project) -> QuerySet:
+    """The query of `current_version` (one id, or none), to embed in another as a Subquery."""
+    latest = PolicyChange.objects.filter(project=project).order_by("-id")
+    return latest.values_list("id", flat=True)[:1]
 
 
 def engine_policy(project: Project) -> detection.Policy:
@@ -143,14 +146,22 @@ def project_tools(project: Project) -> list[str]:
 def affected_runs(project: Project, before: dict, after: dict) -> QuerySet[Run]:
     """Return the runs a policy change can alter: all when defaults change, else by tool."""
     runs = Run.objects.filter(project=project)
-    if before.get("defaults") != after.get("defaults"):
+    patterns = changed_patterns(before, after)
+    if patterns is None:
         return runs
-    old, new = before.get("tools", {}), after.get("tools", {})
-    patterns = {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
     if not patterns:
         return runs.none()
     tools = [t for t in project_tools(project) if any(fnmatchcase(t, p) for p in patterns)]
     return runs.filter(tools__overlap=tools) if tools else runs.none()
+
+
+def changed_patterns(before: dict, after: dict) -> set[str] | None:
+    """Return the tool rows (names or globs) a policy change touches; None when the defaults
+    change, which can alter every run. A run none of whose tools match one is unaltered."""
+    if before.get("defaults") != after.get("defaults"):
+        return None
+    old, new = before.get("tools", {}), after.get("tools", {})
+    return {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
 
 
 def describe(before: dict, after: dict) -> str:

@@ -6,12 +6,14 @@ never sent for rows that a rollback then takes back.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
+from kombu.transport import redis as kombu_redis
 
 from runs import tasks
 
@@ -83,20 +85,25 @@ def depths() -> dict[str, int] | None:
     names = (tasks.app.conf.task_default_queue, BULK_QUEUE)
     url = settings.CELERY_BROKER_URL
     if urlsplit(url).scheme in ("redis", "rediss"):
-        # kombu keeps a queue's priorities 3, 6 and 9 in lists of their own.
+        # kombu keeps each priority step above 0 of a queue in a list of its own.
+        subs = ["", *(f"{kombu_redis.Channel.sep}{p}" for p in kombu_redis.PRIORITY_STEPS[1:])]
         try:
-            with redis.Redis.from_url(url, socket_timeout=2) as client:
-                return {
-                    name: sum(
-                        client.llen(name + sub)
-                        for sub in ("", "\x06\x163", "\x06\x166", "\x06\x169")
-                    )
-                    for name in names
-                }
+            with _redis(url).pipeline(transaction=False) as pipe:
+                for name in names:
+                    for sub in subs:
+                        pipe.llen(name + sub)
+                lengths = iter(pipe.execute())
         except redis.RedisError:
             return None
+        return {name: sum(next(lengths) for _ in subs) for name in names}
     if url.startswith("filesystem:"):
         folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]
         files = [entry.name.partition(".")[2] for entry in os.scandir(folder)]
         return {name: files.count(f"{name}.msg") for name in names}
     return None
+
+
+@functools.cache
+def _redis(url: str) -> redis.Redis:
+    """One client (and connection pool) per broker URL for the process."""
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)

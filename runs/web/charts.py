@@ -211,18 +211,21 @@ def _num(value: float) -> str:
 
 
 def sparkline(counts: list[int], *, width: int = 120, height: int = 22) -> SafeString:
-    """Return a small column chart of counts (one column per day, oldest first)."""
+    """Return a small column chart of counts (one column per day, oldest first).
+
+    Built from numbers only, with f-strings: a list page draws fifty of them, and
+    format_html per column cost ~3 ms a chart.
+    """
     if not counts:
         return mark_safe("")
     top = max(counts) or 1
     col = width / len(counts)
-    cols = _join(
-        "",
-        '<rect x="{}" y="{}" width="{}" height="{}" class="chart__bar"><title>{}</title></rect>',
-        (
-            (i * col, height - max(height * n / top, 1 if n else 0), max(col - 1, 0.5),
-             max(height * n / top, 1 if n else 0), n)
-            for i, n in enumerate(counts)
-        ),
-    )  # fmt: skip
-    return _svg(width, height, cols, f"runs per day, last {len(counts)} days", "chart spark")
+    cols = []
+    for i, n in enumerate(int(c) for c in counts):
+        h = max(height * n / top, 1) if n else 0
+        cols.append(
+            f'<rect x="{i * col:.1f}" y="{height - h:.1f}" width="{max(col - 1, 0.5):.1f}" '
+            f'height="{h:.1f}" class="chart__bar"><title>{n}</title></rect>'
+        )
+    body = mark_safe("".join(cols))  # noqa: S308 - numbers only
+    return _svg(width, height, body, f"runs per day, last {len(counts)} days", "chart spark")

@@ -1,4 +1,4 @@
-"""Policy services: drafts from the Tuning forms, affected runs, the change summary, the back-test."""
+"""Policy services: drafts from the Tuning forms, affected runs, the change summary."""
 
 import pytest
 
@@ -46,15 +46,6 @@ def test_describe_lists_each_change():
     )
     assert "defaults.warn: 3 → 4" in text and "removed tool row a" in text
     assert "added tool row b" in text
-
-
-def test_backtest_is_bounded_by_steps(project, process, monkeypatch):
-    for n in range(3):
-        process(project, looping_trace(2, tool=f"t{n}"), name=f"{n}.jsonl")
-    monkeypatch.setattr(policy, "BACKTEST_STEPS", 5)
-    result = policy.backtest(project, {"defaults": {"warn": 2}, "tools": {}})
-    assert result.examined == 1 and result.stopped_early
-    assert result.newly_flagged == 1
 
 
 def test_policy_rows_make_the_project_policy(project):

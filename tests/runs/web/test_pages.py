@@ -291,25 +291,6 @@ def test_tuning_refuses_out_of_range_and_inconsistent_thresholds(
     assert not ToolPolicy.objects.filter(project=project).exists()
 
 
-def test_tuning_preview_backtests_without_saving(client_in, staff, project, process):
-    process(project, looping_trace(3, tool="slow_search"), name="three.jsonl")
-    process(project, looping_trace(2, tool="slow_search"), name="two.jsonl")
-    data = tuning_post([{"tool": "slow_*", "warn": "2", "stop": "9"}])
-    response = client_in.post(reverse("runs:tuning_preview", args=[project.slug]), data, headers=HX)
-    html = html_of(response)
-    assert "<html" not in html and 'id="preview"' in html
-    assert "1 newly flagged" in html and "two.jsonl" in html
-    assert not ToolPolicy.objects.filter(project=project).exists()
-
-
-def test_tuning_preview_reports_invalid_drafts(client_in, staff, project):
-    data = tuning_post([{"tool": "x", "warn": "-1"}])
-    html = html_of(
-        client_in.post(reverse("runs:tuning_preview", args=[project.slug]), data, headers=HX)
-    )
-    assert "error" in html and "newly flagged" not in html
-
-
 def test_tuning_save_records_the_change_and_reanalyzes_affected_runs(
     client_in, staff, project, process, django_capture_on_commit_callbacks, monkeypatch
 ):
