@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 import detection
 
 from ..models import Finding, LedgerRow, Run, Trace, Verdict
-from . import issues, queue, storage, summary
+from . import issues, labels, queue, storage, summary
 from . import policy as policy_service
 
 MAX_TURNS = 2000
@@ -124,6 +124,7 @@ def write(
         Finding.objects.bulk_create(
             finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
         )
+        labels.reattach(existing)  # labels of the rewritten findings find their new rows
         # Loop issues: the findings grouped by fingerprint. It returns the issues just new or
         # back (IssueEvent), for alerts to take up.
         events = issues.group_runs([a.run for a in analyzed], also=stale_issues)
