@@ -27,7 +27,7 @@ from django.utils import timezone
 
 import detection
 
-from ..models import Finding, IssueDay, LoopIssue, Project, Run, Step
+from ..models import Finding, IssueDay, IssueFacet, IssueRun, LoopIssue, Project, Run, Step
 from . import access, fingerprints, storage
 
 
@@ -51,15 +51,15 @@ NEW, REGRESSED = "new", "regressed"
 
 
 def issue_ids_of_runs(run_ids: Iterable[int]) -> set[int]:
-    """Return the issues the runs' findings are grouped into now.
+    """Return the issues the runs count for now (their IssueRun rows).
 
-    `analysis.write` asks before it deletes a run's old findings, and passes them to
-    `group_runs`, so an issue that loses its findings to a re-analysis is recounted too.
+    `analysis.write` asks before it deletes a run's old findings and passes them to
+    `group_runs`, which locks them with the others (an issue may lose the run).
     """
     ids = list(run_ids)
     if not ids:
         return set()
-    found = Finding.objects.filter(run_id__in=ids, issue__isnull=False)
+    found = IssueRun.objects.filter(run_id__in=ids)
     return set(found.values_list("issue_id", flat=True).distinct())
 
 
@@ -68,12 +68,11 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
 
     Call it inside the transaction that wrote the findings. Each warn or stop finding is
     attached to its project's issue for its fingerprint (created if new); info findings get
-    a fingerprint but no issue. The affected issues (and those in `also`, issues that just
-    lost findings) are locked in id order. An issue that only gains findings new to it has
-    them added to its counters (`add`: the cost does not grow with the issue); one in `also`,
-    or that held some of these findings already, is recounted from all its findings
-    (`refresh`). Returns one IssueEvent per issue created ("new") or resolved and now back
-    ("regressed"), in issue id order; an ignored issue gives no event.
+    a fingerprint but no issue. The affected issues (those the findings go to, those the
+    runs counted for before, and those in `also`) are locked in id order, then the runs'
+    old share of their issues is taken away and the new one added (`recount_runs`: the cost
+    does not grow with the issue). Returns one IssueEvent per issue created ("new") or
+    resolved and now back ("regressed"), in issue id order; an ignored issue gives no event.
     """
     runs = {run.pk: run for run in runs if run.pk is not None}
     if not runs and not also:
@@ -102,13 +101,11 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
         if row[3] != Finding.Severity.INFO:
             first.setdefault((runs[row[1]].project_id, mark), row)
     created = _create_issues(first, marks)
-    recount = set(also) | {row[8] for row in rows if row[8] is not None}
-    issue_of = _lock_issues(first, recount)
-    targets = _attach(rows, marks, runs, issue_of)
+    before = set(also) | issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
+    issue_of = _lock_issues(first, before)
+    _attach(rows, marks, runs, issue_of)
     events = _transitions(rows, marks, runs, issue_of, created)
-    recount |= {pk for pk, before in targets if before is not None}
-    add({pk for pk, _ in targets} - recount, list(runs))
-    refresh(recount)
+    recount_runs(sorted(runs))
     return events
 
 
@@ -181,15 +178,11 @@ def _lock_issues(first: dict[tuple[int, str], tuple], also: Iterable[int]) -> di
     }
 
 
-def _attach(
-    rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict
-) -> set[tuple[int, int | None]]:
-    """Write each finding's fingerprint and issue, with one statement; return the issues
-    it attached findings to, each with the issue a finding had before (or None)."""
+def _attach(rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict) -> None:
+    """Write each finding's fingerprint and issue, with one statement."""
     if not rows:
-        return set()
+        return
     ids, prints, issues = [], [], []
-    targets = set()
     for row in rows:
         mark = marks[row[0]][0]
         ids.append(row[0])
@@ -197,8 +190,6 @@ def _attach(
         grouped = row[3] != Finding.Severity.INFO
         issue = issue_of.get((runs[row[1]].project_id, mark)) if grouped else None
         issues.append(issue)
-        if issue is not None:
-            targets.add((issue, row[8]))
     table = Finding._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -208,7 +199,6 @@ def _attach(
                 WHERE f.id = v.id""",
             [ids, prints, issues],
         )
-    return targets
 
 
 def _transitions(
@@ -281,135 +271,171 @@ def is_later(version: str, than: str) -> bool | None:
 
 
 # -- counters ------------------------------------------------------------------------------
+#
+# Each (issue, run) pair has an IssueRun row holding what that run added to the issue: its
+# findings, waste, day, agent, model and version. Adding a run adds its rows to the issue's
+# counters, IssueDay and IssueFacet rows; re-analysing it first subtracts its old rows, so the
+# cost is that of the run, not of the issue. first/last run are read back from the IssueRun
+# index (ORDER BY seen LIMIT 1) and the agents/models/versions arrays from the facets.
 
+_F, _R, _I = Finding._meta.db_table, Run._meta.db_table, LoopIssue._meta.db_table
+_D, _IR, _FA = IssueDay._meta.db_table, IssueRun._meta.db_table, IssueFacet._meta.db_table
 _SEEN = "COALESCE(r.started_at, r.created_at)"
-_REFRESH = f"""
-WITH agg AS (
-    SELECT f.issue_id,
-        count(*) AS findings,
-        count(DISTINCT f.run_id) AS runs,
-        COALESCE(sum(f.waste_steps), 0) AS steps,
-        sum(f.waste_tokens) AS tokens,
-        sum(f.waste_cost) AS cost,
-        sum(f.waste_seconds) AS seconds,
-        min({_SEEN}) AS first_seen,
-        max({_SEEN}) AS last_seen,
-        (array_agg(r.id ORDER BY {_SEEN}, r.id))[1] AS first_run,
-        (array_agg(r.id ORDER BY {_SEEN} DESC, r.id DESC))[1] AS last_run,
-        COALESCE(array_agg(DISTINCT r.agent) FILTER (WHERE r.agent <> ''), '{{}}') AS agents,
-        COALESCE(array_agg(DISTINCT left(r.metadata->>'model', 200))
-            FILTER (WHERE COALESCE(r.metadata->>'model', '') <> ''), '{{}}') AS models,
-        COALESCE(array_agg(DISTINCT r.agent_version)
-            FILTER (WHERE r.agent_version <> ''), '{{}}') AS versions
-    FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
-    WHERE f.issue_id = ANY(%(ids)s)
-    GROUP BY f.issue_id
+
+# One row per (issue, run) from the findings `where` picks (a run's columns are read through
+# its primary key, grouped by).
+_RUN_ROWS = f"""
+INSERT INTO {_IR} (issue_id, run_id, seen, findings, waste_steps, waste_tokens, waste_cost,
+    waste_seconds, agent, model, version)
+SELECT f.issue_id, r.id, {_SEEN}, count(*), COALESCE(sum(f.waste_steps), 0),
+    sum(f.waste_tokens), sum(f.waste_cost), sum(f.waste_seconds), r.agent,
+    COALESCE(left(r.metadata->>'model', 200), ''), r.agent_version
+FROM {_F} f JOIN {_R} r ON r.id = f.run_id
+WHERE f.issue_id IS NOT NULL AND {{where}}
+GROUP BY f.issue_id, r.id
+"""
+
+
+def _waste(name: str, total: str, sign: str) -> str:
+    """SQL for a nullable waste sum: NULL when no run of the issue has a value (as SUM is)."""
+    if sign == "+":
+        return f"""{name} = CASE WHEN t.{total} IS NULL THEN i.{name}
+            ELSE COALESCE(i.{name}, 0) + t.{total} END"""
+    return f"""{name} = CASE WHEN t.{total} IS NULL THEN i.{name}
+        WHEN EXISTS (SELECT 1 FROM {_IR} o WHERE o.issue_id = i.id
+            AND o.{name} IS NOT NULL AND o.run_id <> ALL(%(runs)s)) THEN i.{name} - t.{total}
+        ELSE NULL END"""
+
+
+def _apply(sign: str, rows: str) -> list[str]:
+    """The statements that add (+) or take away (-) the IssueRun rows `ir` that `rows` picks
+    (taking away: those of the runs %(runs)s, then deleted)."""
+    totals = f"""
+SELECT ir.issue_id, count(*) AS runs, sum(ir.findings) AS findings, sum(ir.waste_steps) AS steps,
+    sum(ir.waste_tokens) AS tokens, sum(ir.waste_cost) AS cost, sum(ir.waste_seconds) AS seconds
+FROM {_IR} ir WHERE {rows} GROUP BY ir.issue_id
+"""
+    counters = f"""
+UPDATE {_I} AS i SET run_count = i.run_count {sign} t.runs,
+    finding_count = i.finding_count {sign} t.findings, waste_steps = i.waste_steps {sign} t.steps,
+    {_waste("waste_tokens", "tokens", sign)}, {_waste("waste_cost", "cost", sign)},
+    {_waste("waste_seconds", "seconds", sign)}
+FROM ({totals}) AS t WHERE i.id = t.issue_id
+"""
+    days = f"""
+SELECT ir.issue_id, (ir.seen AT TIME ZONE 'UTC')::date AS day, count(*) AS runs,
+    sum(ir.findings) AS findings, sum(ir.waste_steps) AS steps
+FROM {_IR} ir WHERE {rows} GROUP BY 1, 2
+"""
+    facets = f"""
+SELECT ir.issue_id, k.kind, k.value, count(*) AS runs, sum(ir.findings) AS findings
+FROM {_IR} ir CROSS JOIN LATERAL (VALUES ('agent', ir.agent), ('model', ir.model),
+    ('version', ir.version)) AS k(kind, value)
+WHERE {rows} GROUP BY 1, 2, 3
+"""
+    if sign == "+":
+        return [
+            counters,
+            f"""INSERT INTO {_D} AS d (issue_id, day, runs, findings, waste_steps)
+                {days} ON CONFLICT (issue_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs,
+                findings = d.findings + EXCLUDED.findings,
+                waste_steps = d.waste_steps + EXCLUDED.waste_steps""",
+            f"""INSERT INTO {_FA} AS a (issue_id, kind, value, runs, findings)
+                {facets} ON CONFLICT (issue_id, kind, value) DO UPDATE SET
+                runs = a.runs + EXCLUDED.runs, findings = a.findings + EXCLUDED.findings""",
+        ]
+    return [
+        counters,
+        f"""UPDATE {_D} AS d SET runs = d.runs - t.runs, findings = d.findings - t.findings,
+                waste_steps = d.waste_steps - t.steps
+            FROM ({days}) AS t WHERE d.issue_id = t.issue_id AND d.day = t.day""",
+        f"""UPDATE {_FA} AS a SET runs = a.runs - t.runs, findings = a.findings - t.findings
+            FROM ({facets}) AS t
+            WHERE a.issue_id = t.issue_id AND a.kind = t.kind AND a.value = t.value""",
+        f"DELETE FROM {_D} WHERE issue_id = ANY(%(ids)s) AND runs = 0",
+        f"DELETE FROM {_FA} WHERE issue_id = ANY(%(ids)s) AND runs = 0",
+        f"DELETE FROM {_IR} WHERE run_id = ANY(%(runs)s)",
+    ]
+
+
+_BY_RUN, _BY_ISSUE = "ir.run_id = ANY(%(runs)s)", "ir.issue_id = ANY(%(ids)s)"
+_ADD_RUNS, _ADD_ISSUES, _SUBTRACT = (
+    _apply("+", _BY_RUN),
+    _apply("+", _BY_ISSUE),
+    _apply("-", _BY_RUN),
 )
-UPDATE {LoopIssue._meta.db_table} AS i SET
-    finding_count = COALESCE(agg.findings, 0), run_count = COALESCE(agg.runs, 0),
-    waste_steps = COALESCE(agg.steps, 0), waste_tokens = agg.tokens, waste_cost = agg.cost,
-    waste_seconds = agg.seconds, first_seen = agg.first_seen, last_seen = agg.last_seen,
-    first_run_id = agg.first_run, last_run_id = agg.last_run,
-    agents = COALESCE(agg.agents, '{{}}'), models_seen = COALESCE(agg.models, '{{}}'),
-    versions = COALESCE(agg.versions, '{{}}')
-FROM (SELECT unnest(%(ids)s::bigint[]) AS id) AS wanted
-LEFT JOIN agg ON agg.issue_id = wanted.id
-WHERE i.id = wanted.id
-"""
-_DAYS = f"""
-INSERT INTO {IssueDay._meta.db_table} (issue_id, day, runs, findings, waste_steps)
-SELECT f.issue_id, ({_SEEN} AT TIME ZONE 'UTC')::date, count(DISTINCT f.run_id), count(*),
-    COALESCE(sum(f.waste_steps), 0)
-FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
-WHERE f.issue_id = ANY(%(ids)s)
-GROUP BY 1, 2
-"""
 
-
-_ADD = f"""
-WITH new AS (
-    SELECT f.issue_id,
-        count(*) AS findings,
-        count(DISTINCT f.run_id) AS runs,
-        COALESCE(sum(f.waste_steps), 0) AS steps,
-        sum(f.waste_tokens) AS tokens,
-        sum(f.waste_cost) AS cost,
-        sum(f.waste_seconds) AS seconds,
-        min({_SEEN}) AS first_seen,
-        max({_SEEN}) AS last_seen,
-        (array_agg(r.id ORDER BY {_SEEN}, r.id))[1] AS first_run,
-        (array_agg(r.id ORDER BY {_SEEN} DESC, r.id DESC))[1] AS last_run,
-        COALESCE(array_agg(DISTINCT r.agent) FILTER (WHERE r.agent <> ''), '{{}}') AS agents,
-        COALESCE(array_agg(DISTINCT left(r.metadata->>'model', 200))
-            FILTER (WHERE COALESCE(r.metadata->>'model', '') <> ''), '{{}}') AS models,
-        COALESCE(array_agg(DISTINCT r.agent_version)
-            FILTER (WHERE r.agent_version <> ''), '{{}}') AS versions
-    FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
-    WHERE f.issue_id = ANY(%(ids)s) AND f.run_id = ANY(%(runs)s)
-    GROUP BY f.issue_id
-)
-UPDATE {LoopIssue._meta.db_table} AS i SET
-    finding_count = i.finding_count + new.findings, run_count = i.run_count + new.runs,
-    waste_steps = i.waste_steps + new.steps,
-    waste_tokens = CASE WHEN i.waste_tokens IS NULL AND new.tokens IS NULL THEN NULL
-        ELSE COALESCE(i.waste_tokens, 0) + COALESCE(new.tokens, 0) END,
-    waste_cost = CASE WHEN i.waste_cost IS NULL AND new.cost IS NULL THEN NULL
-        ELSE COALESCE(i.waste_cost, 0) + COALESCE(new.cost, 0) END,
-    waste_seconds = CASE WHEN i.waste_seconds IS NULL AND new.seconds IS NULL THEN NULL
-        ELSE COALESCE(i.waste_seconds, 0) + COALESCE(new.seconds, 0) END,
-    first_run_id = CASE WHEN i.first_seen IS NULL OR new.first_seen < i.first_seen
-        THEN new.first_run ELSE i.first_run_id END,
-    last_run_id = CASE WHEN i.last_seen IS NULL OR new.last_seen >= i.last_seen
-        THEN new.last_run ELSE i.last_run_id END,
-    first_seen = LEAST(i.first_seen, new.first_seen),
-    last_seen = GREATEST(i.last_seen, new.last_seen),
-    agents = ARRAY(SELECT DISTINCT a FROM unnest(i.agents || new.agents) AS a ORDER BY a),
-    models_seen = ARRAY(
-        SELECT DISTINCT m FROM unnest(i.models_seen || new.models) AS m ORDER BY m),
-    versions = ARRAY(SELECT DISTINCT v FROM unnest(i.versions || new.versions) AS v ORDER BY v)
-FROM new WHERE i.id = new.issue_id
-"""
-_ADD_DAYS = f"""
-INSERT INTO {IssueDay._meta.db_table} AS d (issue_id, day, runs, findings, waste_steps)
-SELECT f.issue_id, ({_SEEN} AT TIME ZONE 'UTC')::date, count(DISTINCT f.run_id), count(*),
-    COALESCE(sum(f.waste_steps), 0)
-FROM {Finding._meta.db_table} f JOIN {Run._meta.db_table} r ON r.id = f.run_id
-WHERE f.issue_id = ANY(%(ids)s) AND f.run_id = ANY(%(runs)s)
-GROUP BY 1, 2
-ON CONFLICT (issue_id, day) DO UPDATE SET runs = d.runs + EXCLUDED.runs,
-    findings = d.findings + EXCLUDED.findings, waste_steps = d.waste_steps + EXCLUDED.waste_steps
+# The ends (two probes of the issue_run_seen index each) and the arrays (from the facets).
+_ENDS = f"""
+UPDATE {_I} AS i SET first_seen = f.seen, first_run_id = f.run_id,
+    last_seen = l.seen, last_run_id = l.run_id,
+    agents = ARRAY(SELECT value FROM {_FA} WHERE issue_id = i.id AND kind = 'agent'
+        AND value <> '' ORDER BY value),
+    models_seen = ARRAY(SELECT value FROM {_FA} WHERE issue_id = i.id AND kind = 'model'
+        AND value <> '' ORDER BY value),
+    versions = ARRAY(SELECT value FROM {_FA} WHERE issue_id = i.id AND kind = 'version'
+        AND value <> '' ORDER BY value)
+FROM unnest(%(ids)s::bigint[]) AS w(id)
+LEFT JOIN LATERAL (SELECT seen, run_id FROM {_IR} WHERE issue_id = w.id
+    ORDER BY seen, run_id LIMIT 1) AS f ON true
+LEFT JOIN LATERAL (SELECT seen, run_id FROM {_IR} WHERE issue_id = w.id
+    ORDER BY seen DESC, run_id DESC LIMIT 1) AS l ON true
+WHERE i.id = w.id
 """
 
 
-def add(issue_ids: Iterable[int], run_ids: list[int]) -> None:
-    """Add the findings of these runs to the counters and days of these issues.
+def recount_runs(run_ids: list[int]) -> set[int]:
+    """Replace what these runs count for in their issues by what their findings give now.
 
-    Only for findings the issues have not counted yet (`group_runs` recounts the others),
-    with the issue rows locked: the cost is that of the new findings, not of the issue.
+    Call it with the issues of both (the IssueRun rows of the runs, and the issues their
+    findings are attached to) locked, as `group_runs` does: the runs' old IssueRun rows are
+    taken away from the counters, days and facets of their issues, new ones are made from
+    the findings and added, and the ends and arrays of every issue touched are read back.
+    The cost is that of the runs, not of the issues. Returns the issues touched.
     """
-    ids = sorted(set(issue_ids))
-    if not ids:
-        return
+    if not run_ids:
+        return set()
+    params = {"runs": run_ids}
     with connection.cursor() as cursor:
-        cursor.execute(_ADD, {"ids": ids, "runs": run_ids})
-        cursor.execute(_ADD_DAYS, {"ids": ids, "runs": run_ids})
+        cursor.execute(f"SELECT DISTINCT issue_id FROM {_IR} WHERE run_id = ANY(%(runs)s)", params)
+        touched = {row[0] for row in cursor.fetchall()}
+        params["ids"] = sorted(touched)
+        for statement in _SUBTRACT:
+            cursor.execute(statement, params)
+        cursor.execute(_RUN_ROWS.format(where="f.run_id = ANY(%(runs)s)") + " RETURNING issue_id",
+                       params)  # fmt: skip
+        touched |= {row[0] for row in cursor.fetchall()}
+        for statement in _ADD_RUNS:
+            cursor.execute(statement, params)
+        cursor.execute(_ENDS, {"ids": sorted(touched)})
+    return touched
 
 
 def refresh(issue_ids: Iterable[int]) -> None:
-    """Recompute the counters and days of these issues from their findings.
+    """Recompute the counters, days and facets of these issues from all their findings.
 
-    Call it with the issue rows locked (`group_runs` does): the counts are then those of
-    the findings committed so far plus this transaction's own.
+    The full rebuild (`regroup`, the bench): the issues' IssueRun rows are made again from
+    their findings and added to counters set back to zero. Call it with the issue rows
+    locked: the counts are then those of the findings committed so far plus this
+    transaction's own.
     """
     ids = sorted(set(issue_ids))
     if not ids:
         return
+    params = {"ids": ids}
     with connection.cursor() as cursor:
-        cursor.execute(_REFRESH, {"ids": ids})
+        for table in (_IR, _D, _FA):
+            cursor.execute(f"DELETE FROM {table} WHERE issue_id = ANY(%(ids)s)", params)
         cursor.execute(
-            f"DELETE FROM {IssueDay._meta.db_table} WHERE issue_id = ANY(%(ids)s)", {"ids": ids}
+            f"""UPDATE {_I} SET run_count = 0, finding_count = 0, waste_steps = 0,
+                    waste_tokens = NULL, waste_cost = NULL, waste_seconds = NULL
+                WHERE id = ANY(%(ids)s)""",
+            params,
         )
-        cursor.execute(_DAYS, {"ids": ids})
+        cursor.execute(_RUN_ROWS.format(where="f.issue_id = ANY(%(ids)s)"), params)
+        for statement in _ADD_ISSUES:
+            cursor.execute(statement, params)
+        cursor.execute(_ENDS, params)
 
 
 def regroup(projects: QuerySet[Project] | None = None, *, batch: int = 500) -> int:
@@ -552,26 +578,29 @@ def versions_seen(project_ids: list[int]) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def runs_of(issue: LoopIssue) -> QuerySet[Run]:
-    """Return the issue's runs, newest first (`issue.run_count` says how many)."""
-    grouped = Finding.objects.filter(issue=issue).values("run_id")
-    return Run.objects.filter(pk__in=grouped).order_by("-started_at", "-created_at", "-id")
+def runs_of(issue: LoopIssue) -> QuerySet[IssueRun]:
+    """Return the issue's runs as IssueRun rows (`.run` joined), newest first, read along
+    the issue_run_seen index, so a page costs its rows (`issue.run_count` says how many)."""
+    return (
+        IssueRun.objects.filter(issue=issue)
+        .select_related("run")
+        .defer("run__search", "run__summary")
+        .order_by("-seen", "-run_id")
+    )
 
 
 def by_version(issue: LoopIssue) -> list[tuple[str, int, int]]:
     """Return (agent version, runs, findings) of the issue, in version order ("" last)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_BY_VERSION, [issue.pk])
-        found = [(version or "", runs, int(count)) for version, runs, count in cursor.fetchall()]
+    found = list(
+        issue.facets.filter(kind=IssueFacet.Kind.VERSION).values_list("value", "runs", "findings")
+    )
     found.sort(key=lambda row: (version_key(row[0]) is None, version_key(row[0]) or (), row[0]))
     return found
 
 
-# Findings counted per run first: the join then reads each run once.
-_BY_VERSION = f"""
-SELECT r.agent_version, count(*), sum(f.n)
-FROM (SELECT run_id, count(*) AS n FROM {Finding._meta.db_table} WHERE issue_id = %s
-      GROUP BY run_id) AS f
-JOIN {Run._meta.db_table} r ON r.id = f.run_id
-GROUP BY 1
-"""
+def example_of(issue: LoopIssue) -> Finding | None:
+    """Return the issue's example finding: the first finding of its first run."""
+    if issue.first_run_id is None:
+        return None
+    found = Finding.objects.filter(issue=issue, run_id=issue.first_run_id).select_related("run")
+    return found.order_by("id").first()

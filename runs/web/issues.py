@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString
 
 import detection
 
-from ..models import Finding, LoopIssue
+from ..models import LoopIssue
 from ..services import access, issues
 from . import charts
 
@@ -83,15 +83,14 @@ class CountedPaginator(Paginator):
 def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
     """Return an issue's page: its runs (newest first, paged), trend by day and by version,
     the example finding, and its first and last run side by side."""
-    runs = CountedPaginator(issues.runs_of(issue).defer("search", "summary"), RUNS_PER_PAGE)
+    runs = CountedPaginator(issues.runs_of(issue), RUNS_PER_PAGE)
     runs.known = issue.run_count
     page = runs.get_page(page_number)
+    page.object_list = [row.run for row in page.object_list]
     rows = list(issue.days.values_list("day", "runs"))
     trend = charts.daily_columns([(day, n, n) for day, n in _fill(rows)]) if rows else ""
     versions = issues.by_version(issue)
-    example = (
-        Finding.objects.filter(issue=issue).select_related("run").order_by("run_id", "id").first()
-    )
+    example = issues.example_of(issue)
     issue.title_html = title_html(issue.title)
     return {
         "issue": issue,

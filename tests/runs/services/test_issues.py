@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from collections import defaultdict
+from datetime import UTC, timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.models import Finding, IssueDay, LoopIssue, Run
+from runs.models import Finding, IssueDay, IssueRun, LoopIssue, Run, ToolPolicy
 from runs.services import analysis, ingest, issues
 from tests.helpers import call, healthy_trace, message, native_jsonl
 
@@ -374,3 +375,128 @@ def test_counters_added_run_by_run_equal_a_recount_from_the_findings(project):
 )
 def test_the_agent_and_its_version_come_from_the_run_metadata(metadata, expected):
     assert ingest.agent_of(metadata) == expected
+
+
+def _recount_from_findings(issue: LoopIssue) -> tuple[dict, list, list]:
+    """What the issue's counters, days and facets must be: computed here, in Python, from
+    its findings and their runs (independent of the SQL that keeps them)."""
+    found = list(Finding.objects.filter(issue=issue).select_related("run"))
+    runs = {f.run_id: f.run for f in found}
+
+    def seen(run):
+        return run.started_at or run.created_at
+
+    def total(name):
+        values = [getattr(f, name) for f in found if getattr(f, name) is not None]
+        return sum(values) if values else None
+
+    ordered = sorted(runs.values(), key=lambda run: (seen(run), run.pk))
+    counters = {
+        "run_count": len(runs),
+        "finding_count": len(found),
+        "waste_steps": sum(f.waste_steps for f in found),
+        "waste_tokens": total("waste_tokens"),
+        "waste_cost": total("waste_cost"),
+        "waste_seconds": total("waste_seconds"),
+        "first_seen": seen(ordered[0]) if ordered else None,
+        "last_seen": seen(ordered[-1]) if ordered else None,
+        "first_run_id": ordered[0].pk if ordered else None,
+        "last_run_id": ordered[-1].pk if ordered else None,
+        "agents": sorted({run.agent for run in runs.values()} - {""}),
+        "models_seen": sorted({run.metadata.get("model", "") for run in runs.values()} - {""}),
+        "versions": sorted({run.agent_version for run in runs.values()} - {""}),
+    }
+    days: dict = defaultdict(lambda: [0, 0])
+    versions: dict = defaultdict(lambda: [0, 0])
+    for run in runs.values():
+        mine = sum(1 for f in found if f.run_id == run.pk)
+        for tally in (days[seen(run).astimezone(UTC).date()], versions[run.agent_version]):
+            tally[0] += 1
+            tally[1] += mine
+    return (
+        counters,
+        sorted((day, *tally) for day, tally in days.items()),
+        sorted((version, *tally) for version, tally in versions.items()),
+    )
+
+
+def _kept(issue: LoopIssue) -> tuple[dict, list, list]:
+    issue.refresh_from_db()
+    counters = {name: getattr(issue, name) for name in COUNTERS}
+    days = list(IssueDay.objects.filter(issue=issue).values_list("day", "runs", "findings"))
+    return counters, days, sorted(issues.by_version(issue))
+
+
+def _assert_kept_equals_recount(issue: LoopIssue) -> None:
+    counters, days, versions = _kept(issue)
+    expected, expected_days, expected_versions = _recount_from_findings(issue)
+    for name in ("waste_cost", "waste_seconds"):  # float sums, added in another order
+        kept, wanted = counters.pop(name), expected.pop(name)
+        assert (kept is None) == (wanted is None), name
+        if wanted is not None:
+            assert kept == pytest.approx(wanted, rel=1e-9, abs=1e-12), name
+    assert counters == expected
+    assert days == expected_days
+    assert versions == expected_versions
+
+
+def costly_loop(query: str, ts: int, times: int, *, priced: bool) -> bytes:
+    """A search loop of `times` calls; priced ones carry tokens and a cost on every call."""
+    price = {"tokens_in": 120, "tokens_out": 30, "cost": 0.0013} if priced else {}
+    return native_jsonl(
+        message("user", f"find {query}", ts=ts),
+        *[
+            call("web_search", {"query": query, "request_id": f"r{ts}-{i}"}, {"results": []},
+                 ts=ts + i, **price)
+            for i in range(times)
+        ],
+    )  # fmt: skip
+
+
+def test_reanalysis_under_a_changed_policy_keeps_the_counters_equal_to_a_recount(project):
+    day = 86400
+    plan = [  # (days after the first, repeats, priced, version)
+        (0, 4, True, "1.0"), (1, 9, False, "1.0"), (1, 6, True, "1.1"), (3, 12, False, "1.2"),
+        (5, 4, False, "1.2"), (6, 5, True, ""),
+    ]  # fmt: skip
+    runs = [
+        upload(project, costly_loop(f"q{i}", 1764489600 + at * day, n, priced=priced),
+               f"{i}.jsonl", version)
+        for i, (at, n, priced, version) in enumerate(plan)
+    ]  # fmt: skip
+    issue = _only_issue()
+    assert issue.run_count == len(plan) and issue.waste_tokens and issue.waste_cost
+    _assert_kept_equals_recount(issue)
+
+    policy = ToolPolicy.objects.create(project=project, tool="web_search", warn=6, stop=20)
+    for run in (runs[0], runs[5], runs[3]):  # the first run and the last leave the issue
+        analysis.analyze_run(run.pk)
+        _assert_kept_equals_recount(issue)
+    assert (issue.first_run_id, issue.last_run_id) == (runs[1].pk, runs[4].pk)  # a tie: by id
+    assert issue.run_count == 4
+    for run in runs:
+        analysis.analyze_run(run.pk)
+    _assert_kept_equals_recount(issue)
+    fewer = issue.run_count
+    assert fewer < len(plan) - 2 and issue.last_run_id == runs[3].pk
+
+    policy.warn, policy.stop = 2, 3  # more findings: every run loops, and sooner
+    policy.save()
+    for run in reversed(runs):
+        analysis.analyze_run(run.pk)
+        _assert_kept_equals_recount(issue)
+    assert issue.run_count == len(plan) > fewer
+    assert (issue.first_run_id, issue.last_run_id) == (runs[0].pk, runs[5].pk)
+
+    policy.warn, policy.stop = 50, 60  # no finding left: the issue is empty, not negative
+    policy.save()
+    for run in runs:
+        analysis.analyze_run(run.pk)
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.finding_count, issue.waste_tokens) == (0, 0, None)
+    assert not IssueDay.objects.filter(issue=issue).exists()
+    assert not IssueRun.objects.filter(issue=issue).exists()
+
+    with transaction.atomic():  # and the full rebuild agrees with what was kept
+        issues.refresh([issue.pk])
+    _assert_kept_equals_recount(issue)
