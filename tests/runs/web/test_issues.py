@@ -79,6 +79,32 @@ def test_an_issue_page_shows_its_runs_trend_versions_sides_and_compare_link(clie
     assert "web_search" in html and "<blockquote>" in html
 
 
+def test_an_issue_page_pages_its_runs_newest_first_and_counts_them_by_version(
+    client_in, project, monkeypatch
+):
+    monkeypatch.setattr("runs.web.issues.RUNS_PER_PAGE", 2)
+    made = [
+        upload(project, search_loop(f"q{i}", ts=1764489600 + i * 3600), f"{i}.jsonl", version)
+        for i, version in enumerate(["1.0", "1.0", "1.2", "", "1.10"])
+    ]
+    issue = LoopIssue.objects.get(tool="web_search")
+    url = reverse("runs:issue", args=[issue.pk])
+    pages = []
+    for number in (1, 2, 3):
+        html = client_in.get(url, {"page": number}, headers={"HX-Request": "true"}).content
+        assert html.decode().lstrip().startswith('<div id="issue-runs">')  # the partial only
+        pages.append(re.findall(r'href="/runs/(\d+)/"', html.decode()))
+    assert pages == [
+        [str(made[4].pk), str(made[3].pk)],
+        [str(made[2].pk), str(made[1].pk)],
+        [str(made[0].pk)],
+    ]
+    html = client_in.get(url).content.decode()
+    table = re.search(r"By agent version.*?<tbody>(.*?)</tbody>", html, re.S).group(1)
+    cells = re.findall(r"<tr><td>(.*?)</td><td class=\"num\">(\d+)</td>", table)
+    assert cells == [("1.0", "2"), ("1.2", "1"), ("1.10", "1"), ("—", "1")]  # "" last
+
+
 def test_the_run_page_links_each_finding_to_its_issue(client_in, two_issues):
     search, _ = two_issues
     html = client_in.get(reverse("runs:detail", args=[search.first_run_id])).content.decode()
