@@ -1,5 +1,6 @@
 """IssueRun (one run's share of a loop issue) and IssueFacet (an issue's runs per agent,
-model and agent version), filled from the findings grouped so far."""
+model and agent version), filled from the findings grouped so far; an issue's first and last
+run without a constraint in PostgreSQL (see LoopIssue)."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -113,4 +114,28 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunSQL(BACKFILL, reverse_sql=migrations.RunSQL.noop),
+        migrations.AlterField(
+            model_name="loopissue",
+            name="first_run",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="runs.run",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="loopissue",
+            name="last_run",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="runs.run",
+            ),
+        ),
     ]

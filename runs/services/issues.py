@@ -2,9 +2,11 @@
 
 `analysis.write` calls `group_runs` in its transaction right after it writes a run's
 findings, so issues grow as the worker analyzes runs; `regroup` rebuilds a project's issues
-from its findings (`manage.py regroup`). An issue's counters are recomputed from its findings
-(`refresh`) under the issue's row lock, so re-analysing a run never counts it twice and two
-workers grouping the same loop at once leave the same issue as one after the other would.
+from its findings (`manage.py regroup`). An issue's counters are kept run by run under the
+issue's row lock: each run's share of an issue is an IssueRun row, taken away when the run is
+re-analysed and added again from its new findings (`recount_runs`), so re-analysing a run
+never counts it twice, costs the same in a small issue as in a huge one, and two workers
+grouping the same loop at once leave the same issue as one after the other would.
 
 States: open -> resolved (optionally "in version X") or ignored, by a person (`set_state`).
 A resolved issue that gets a finding from a later version (or, resolved without a version,
@@ -402,8 +404,8 @@ def recount_runs(run_ids: list[int]) -> set[int]:
         params["ids"] = sorted(touched)
         for statement in _SUBTRACT:
             cursor.execute(statement, params)
-        cursor.execute(_RUN_ROWS.format(where="f.run_id = ANY(%(runs)s)") + " RETURNING issue_id",
-                       params)  # fmt: skip
+        made = _RUN_ROWS.format(where="f.run_id = ANY(%(runs)s)") + " RETURNING issue_id"
+        cursor.execute(made, params)
         touched |= {row[0] for row in cursor.fetchall()}
         for statement in _ADD_RUNS:
             cursor.execute(statement, params)

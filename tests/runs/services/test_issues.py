@@ -500,3 +500,49 @@ def test_reanalysis_under_a_changed_policy_keeps_the_counters_equal_to_a_recount
     with transaction.atomic():  # and the full rebuild agrees with what was kept
         issues.refresh([issue.pk])
     _assert_kept_equals_recount(issue)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_reanalyses_in_one_issue_at_once_take_turns_and_keep_it_exact(project):
+    plan = [(1764489600, 5), (1764576000, 9), (1764662400, 9)]
+    runs = [
+        upload(project, costly_loop(f"q{i}", ts, n, priced=i == 0), f"{i}.jsonl", f"1.{i}")
+        for i, (ts, n) in enumerate(plan)
+    ]
+    issue = _only_issue()
+    ToolPolicy.objects.create(project=project, tool="web_search", warn=6, stop=20)
+    grouped, release = threading.Event(), threading.Event()
+    errors = []
+
+    def first() -> None:  # its loop is gone under the new policy: it leaves the issue
+        try:
+            with transaction.atomic():
+                analysis.analyze_run(runs[0].pk)
+                grouped.set()
+                release.wait(10)  # holds the issue's row until released
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def second() -> None:  # the issue's last run, still looping: taken away and added again
+        try:
+            analysis.analyze_run(runs[2].pk)
+        except Exception as exc:  # noqa: BLE001 - reported below (a deadlock was one)
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=first)
+    one.start()
+    assert grouped.wait(10)
+    two = threading.Thread(target=second)
+    two.start()
+    two.join(0.5)
+    assert two.is_alive()  # waits on the issue's row
+    release.set()
+    one.join(10)
+    two.join(10)
+    assert errors == []
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.first_run_id, issue.waste_tokens) == (2, runs[1].pk, None)
