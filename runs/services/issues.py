@@ -581,14 +581,16 @@ def versions_seen(project_ids: list[int]) -> list[str]:
 
 
 def runs_of(issue: LoopIssue) -> QuerySet[IssueRun]:
-    """Return the issue's runs as IssueRun rows (`.run` joined), newest first, read along
-    the issue_run_seen index, so a page costs its rows (`issue.run_count` says how many)."""
-    return (
-        IssueRun.objects.filter(issue=issue)
-        .select_related("run")
-        .defer("run__search", "run__summary")
-        .order_by("-seen", "-run_id")
-    )
+    """Return the ids of the issue's runs, newest first, read along the issue_run_seen index
+    alone (`issue.run_count` says how many): slice a page of them, then `runs_by_id`."""
+    ordered = IssueRun.objects.filter(issue=issue).order_by("-seen", "-run_id")
+    return ordered.values_list("run_id", flat=True)
+
+
+def runs_by_id(run_ids: list[int]) -> list[Run]:
+    """Return these runs in this order (for a page of `runs_of`), without their big columns."""
+    found = Run.objects.defer("search", "summary").in_bulk(run_ids)
+    return [found[pk] for pk in run_ids if pk in found]
 
 
 def by_version(issue: LoopIssue) -> list[tuple[str, int, int]]:

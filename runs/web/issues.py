@@ -86,7 +86,7 @@ def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
     runs = CountedPaginator(issues.runs_of(issue), RUNS_PER_PAGE)
     runs.known = issue.run_count
     page = runs.get_page(page_number)
-    page.object_list = [row.run for row in page.object_list]
+    page.object_list = issues.runs_by_id(list(page.object_list))
     rows = list(issue.days.values_list("day", "runs"))
     trend = charts.daily_columns([(day, n, n) for day, n in _fill(rows)]) if rows else ""
     versions = issues.by_version(issue)
