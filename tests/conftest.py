@@ -79,3 +79,32 @@ def api(client, key):
     """A test client that sends alice's project key."""
     client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
     return client
+
+
+@pytest.fixture
+def receivers():
+    from tests.receivers import Receiver
+
+    made: list[Receiver] = []
+
+    def make(*args, **kwargs) -> Receiver:
+        made.append(Receiver(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for receiver in made:
+        receiver.close()
+
+
+@pytest.fixture
+def eager(settings, django_capture_on_commit_callbacks):
+    """Celery tasks run inline, on-commit hooks run at the end of each `with eager():` block,
+    and local receivers are allowed."""
+    from loopboard.celery import app
+
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = True
+    settings.LOOPBOARD_ALERT_RETRY_SECONDS = 0
+    saved = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield lambda: django_capture_on_commit_callbacks(execute=True)
+    app.conf.task_always_eager = saved

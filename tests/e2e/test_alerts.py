@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from runs.models import Membership, Project
 from tests.helpers import looping_trace
-from tests.runs.services.test_alerts import Receiver
+from tests.receivers import Receiver
 from tests.runs.services.test_worker import start_worker, stop_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -9,7 +9,7 @@ import pytest
 
 from runs.models import AlertRule, ApiKey, Channel
 from runs.services import channels
-from tests.runs.services.test_alerts import Receiver
+from tests.receivers import Receiver
 
 
 @pytest.fixture

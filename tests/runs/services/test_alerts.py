@@ -6,12 +6,9 @@ run, so each test goes through the same tasks the worker runs."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import threading
-import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core import mail
@@ -20,87 +17,6 @@ from django.utils import timezone
 from runs.models import Alert, AlertRule, Channel, Delivery, Finding, LoopIssue, Run, Verdict
 from runs.services import alerts, channels, delivery, live
 from tests.helpers import healthy_trace, looping_trace
-
-
-class Receiver:
-    """An HTTP server in a thread that records each POST and answers from a script: a list of
-    status codes (the last repeats), optionally after a delay or with a redirect. With a
-    secret, it verifies loopboard's signature the way a real receiver would."""
-
-    def __init__(self, answers=(200,), *, secret: str = "", delay: float = 0, location: str = ""):
-        self.answers = list(answers)
-        self.secret = secret
-        self.delay = delay
-        self.location = location
-        self.requests: list[dict] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                receiver.record(dict(self.headers), body)
-                time.sleep(receiver.delay)
-                code = receiver.answers.pop(0) if len(receiver.answers) > 1 else receiver.answers[0]
-                self.send_response(code)
-                if receiver.location:
-                    self.send_header("Location", receiver.location)
-                self.send_header("Content-Type", "text/plain")
-                self.end_headers()
-                self.wfile.write(b"ok" if code < 300 else b"nope: " + b"x" * 100_000)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}/hook"
-
-    def record(self, headers: dict, body: bytes) -> None:
-        entry = {"headers": headers, "body": body, "json": json.loads(body or b"null")}
-        if self.secret:
-            stamp = headers.get("X-Loopboard-Timestamp", "")
-            expected = hmac.new(
-                self.secret.encode(), stamp.encode() + b"." + body, hashlib.sha256
-            ).hexdigest()
-            given = headers.get("X-Loopboard-Signature", "")
-            entry["verified"] = hmac.compare_digest(given, f"sha256={expected}")
-            entry["fresh"] = abs(time.time() - int(stamp or 0)) < 300
-        self.requests.append(entry)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receivers():
-    made: list[Receiver] = []
-
-    def make(*args, **kwargs) -> Receiver:
-        made.append(Receiver(*args, **kwargs))
-        return made[-1]
-
-    yield make
-    for receiver in made:
-        receiver.close()
-
-
-@pytest.fixture
-def eager(settings, django_capture_on_commit_callbacks):
-    """Celery tasks run inline, on-commit hooks run at the end of each `with eager():` block,
-    and local receivers are allowed."""
-    from loopboard.celery import app
-
-    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = True
-    settings.LOOPBOARD_ALERT_RETRY_SECONDS = 0
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield lambda: django_capture_on_commit_callbacks(execute=True)
-    app.conf.task_always_eager = saved
 
 
 def webhook(project, url: str, name: str = "hook") -> tuple[Channel, str]:

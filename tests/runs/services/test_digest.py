@@ -14,9 +14,6 @@ from runs.models import Alert, AlertRule, LoopIssue, Project, Run
 from runs.services import channels, digest, issues
 from tests.helpers import healthy_trace, looping_trace
 
-# The Receiver and the eager fixture are the alert tests' (a real HTTP server in a thread).
-from tests.runs.services.test_alerts import eager, receivers  # noqa: F401
-
 DAY = date(2026, 11, 30)
 NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -204,8 +201,8 @@ def test_two_beats_at_the_same_minute_send_one_digest():
 def test_the_digest_reaches_a_webhook_receiver_slack_and_email(
     project,
     process,
-    eager,  # noqa: F811 - the imported fixture
-    receivers,  # noqa: F811
+    eager,
+    receivers,
 ):
     hook_receiver, slack_receiver = receivers(), receivers()
     hook, secret = channels.create_channel(

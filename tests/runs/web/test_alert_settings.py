@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from runs.models import Alert, AlertRule, Channel, Delivery, Membership
 from runs.services import channels
-from tests.runs.services.test_alerts import Receiver
+from tests.receivers import Receiver
 
 
 @pytest.fixture
