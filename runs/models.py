@@ -834,17 +834,22 @@ class LoopIssue(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     created_at = models.DateTimeField(default=timezone.now)
-    # Everything below is denormalised from the issue's findings and their runs
-    # (`services.issues.refresh`, recomputed under the row lock whenever they change), so the
+    # Everything below is denormalised from the issue's findings and their runs (kept under
+    # the row lock by `services.issues.recount_runs`, each run's share in IssueRun), so the
     # Issues list sorts and filters a million findings' worth of issues without a GROUP BY.
     first_seen = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    # No constraint in PostgreSQL: its check at commit would take a key-share lock on the
+    # run, which a worker re-analysing that run holds FOR UPDATE while it waits for this
+    # issue's row lock (a deadlock). Django still sets them NULL when the run is deleted.
     first_run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        db_constraint=False,
+    )  # fmt: skip
     last_run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        db_constraint=False,
+    )  # fmt: skip
     run_count = models.PositiveIntegerField(default=0)
     finding_count = models.PositiveIntegerField(default=0)
     waste_steps = models.PositiveBigIntegerField(default=0)
@@ -891,3 +896,52 @@ class IssueDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.issue_id} on {self.day}: {self.runs} runs"
+
+
+class IssueRun(models.Model):
+    """One run's share of a loop issue: what `services.issues` added to the issue's counters
+    for it (so a re-analysis subtracts exactly that), and the index its page lists runs by."""
+
+    issue = models.ForeignKey(LoopIssue, on_delete=models.CASCADE, related_name="issue_runs")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="issue_runs")
+    seen = models.DateTimeField()  # the run's COALESCE(started_at, created_at) when added
+    findings = models.PositiveIntegerField(default=0)
+    waste_steps = models.PositiveBigIntegerField(default=0)
+    waste_tokens = models.BigIntegerField(null=True, blank=True)
+    waste_cost = models.FloatField(null=True, blank=True)
+    waste_seconds = models.FloatField(null=True, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    version = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issue", "run"], name="one_issue_run")]
+        indexes = [models.Index(fields=["issue", "-seen", "-run"], name="issue_run_seen")]
+
+    def __str__(self) -> str:
+        return f"{self.issue_id} in run {self.run_id}"
+
+
+class IssueFacet(models.Model):
+    """How many of a loop issue's runs (and findings) have one agent, model or agent version:
+    the issue page's trend by version, and what keeps `LoopIssue.agents` / `models_seen` /
+    `versions` exact when a run leaves the issue."""
+
+    class Kind(models.TextChoices):
+        AGENT = "agent"
+        MODEL = "model"
+        VERSION = "version"
+
+    issue = models.ForeignKey(LoopIssue, on_delete=models.CASCADE, related_name="facets")
+    kind = models.CharField(max_length=7, choices=Kind)
+    value = models.CharField(max_length=200, blank=True)  # "" counts runs without one
+    runs = models.PositiveIntegerField(default=0)
+    findings = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issue", "kind", "value"], name="one_issue_facet")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issue_id} {self.kind}={self.value}: {self.runs} runs"

@@ -117,7 +117,7 @@ def write(
         )
         analyzed = [a for a in analyzed if a.run.pk in inserted or a.run.pk in alive]
         existing = sorted(alive)
-        stale_issues = issues.issue_ids_of_runs(existing)  # recounted once these findings go
+        stale_issues = issues.issue_ids_of_runs(existing)  # their old share is taken away
         if existing:
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()

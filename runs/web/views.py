@@ -744,6 +744,9 @@ def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
             return redirect(issue.get_absolute_url())
         except issues.StateError as exc:
             error = str(exc)
-    context = issues_page.detail_context(issue, request.GET.get("page")) | {"error": error}
+    context = issues_page.detail_context(issue, request.GET.get("page")) | {
+        "error": error,
+        "label_reasons": labels_service.REASONS,
+    }
     template = "runs/issue_detail.html#issue-runs" if request.htmx else "runs/issue_detail.html"
     return render(request, template, context, status=400 if error else 200)

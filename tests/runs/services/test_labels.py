@@ -146,16 +146,25 @@ def test_other_keeps_its_words_and_a_real_loop_drops_any_reason(user, stuck):
 def test_a_label_survives_re_analysis_and_finds_its_finding_again(user, stuck):
     target = first_alarm(stuck)
     label = labels.label_finding(user, target, "real")
-    analysis.analyze_run(stuck.pk)  # deletes and rewrites the run's findings
+    analysis.analyze_run(stuck.pk)  # deletes and rewrites the run's findings, then reattaches
     assert not Finding.objects.filter(pk=target.pk).exists()
+    again = first_alarm(stuck)
+    assert again.pk != target.pk
+    label.refresh_from_db()
+    assert label.finding == again  # analysis.write pointed it at the new row
+    assert labels.for_findings(stuck, [again]) == {again.pk: label}
+    assert labels.reattach([stuck.pk]) == 0  # nothing left to reattach
+
+
+def test_a_label_whose_finding_row_goes_is_kept_and_reattached(user, stuck):
+    target = first_alarm(stuck)
+    label = labels.label_finding(user, target, "real")
+    Finding.objects.filter(run=stuck).delete()  # as a re-analysis does, before it rewrites
     label.refresh_from_db()
     assert label.finding_id is None  # PostgreSQL set it NULL; the label stays
-    again = first_alarm(stuck)
-    assert labels.for_findings(stuck, [again]) == {again.pk: label}
-    assert labels.reattach([stuck.pk]) == 1
+    analysis.analyze_run(stuck.pk)
     label.refresh_from_db()
-    assert label.finding == again
-    assert labels.reattach([stuck.pk]) == 0  # nothing left to reattach
+    assert label.finding == first_alarm(stuck)
 
 
 def test_the_latest_label_per_finding_counts_and_the_history_stays(user, stuck):

@@ -150,6 +150,8 @@ def test_an_issue_is_labeled_as_a_whole_and_another_projects_is_404(
     issue = LoopIssue.objects.get(findings=alarm(stuck))
     assert issue.findings.filter(run=again).exists()
     url = reverse("runs:label_issue", args=[issue.pk])
+    page = client_in.get(reverse("runs:issue", args=[issue.pk])).content.decode()
+    assert f'id="label-issue-{issue.pk}"' in page and f'action="{url}"' in page
     response = client_in.post(url, {"verdict": "false", "reason": "batch"}, headers=HX)
     assert response.status_code == 200
     count = issue.findings.count()
