@@ -187,8 +187,8 @@ def _request_trace(
 TRACE_INSERT = f"""
     INSERT INTO {Trace._meta.db_table} (project_id, name, sha256, size, raw, declared_format,
         format, status, error, skipped_lines, import_attempts, warnings, source, uploaded_by_id,
-        created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, %s, %s)
+        agent_version, created_at, updated_at)
+    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, '', %s, %s)
     ON CONFLICT (project_id, sha256) DO NOTHING
     RETURNING id
 """
