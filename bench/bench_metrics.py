@@ -5,7 +5,7 @@ that would compute the same figures from the runs, findings and traces tables.
 
 Uses its own database (the configured one's name + "_bench", as bench_pages.py does). Fills
 it with SQL (a trace per run, five projects, two findings per flagged run) with the metric
-triggers off, has migration 0018 count them as on an existing install, and prints:
+triggers off, has migration 0019 count them as on an existing install, and prints:
 - the time that migration takes;
 - the baseline: the same figures by GROUP BY over the tables, per scrape;
 - a scrape through Django's test Client (view, auth, queries, exposition), with `--new`
@@ -195,10 +195,10 @@ def main() -> None:
         began = time.perf_counter()
         fill(args.runs - have)
         print(f"inserted {args.runs - have:,} runs in {time.perf_counter() - began:.1f} s")
-        call_command("migrate", "runs", "0017_alert_rules", verbosity=0)
+        call_command("migrate", "runs", "0018_issue_versions", verbosity=0)
         began = time.perf_counter()
         call_command("migrate", "runs", verbosity=0)
-        print(f"migration 0018 counts the stored rows: {time.perf_counter() - began:.1f} s")
+        print(f"migration 0019 counts the stored rows: {time.perf_counter() - began:.1f} s")
     began = time.perf_counter()
     metrics.compact(vacuum=True)
     print(f"fold the metric rows waiting: {(time.perf_counter() - began) * 1000:,.0f} ms")

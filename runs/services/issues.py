@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -532,6 +532,10 @@ class IssueFilter:
     tool: str = ""
     version: str = ""
     sort: str = "last_seen"
+
+    def __post_init__(self) -> None:
+        for item in fields(self):  # request text: PostgreSQL cannot compare with a NUL in it
+            setattr(self, item.name, storage.clean_text(getattr(self, item.name)))
 
 
 def issues_for(user) -> QuerySet[LoopIssue]:

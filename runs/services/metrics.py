@@ -1,7 +1,7 @@
 """The figures `GET /metrics` serves to Prometheus, read from PostgreSQL at scrape time.
 
 Web and worker processes are many, so no figure is counted in a process's memory. Triggers
-(migration 0018) add signed rows to `runs_metric_delta` on every write to runs, findings and
+(migration 0019) add signed rows to `runs_metric_delta` on every write to runs, findings and
 deliveries; `compact` folds them into `runs_metric_total`; `read` sums both tables, so a
 scrape is exact and costs a couple of small queries whatever the number of runs. The queue
 depth comes from the broker (`queue.depths`).

@@ -222,7 +222,7 @@ DROP TABLE runs_metric_delta;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0017_alert_rules"),
+        ("runs", "0018_issue_versions"),
     ]
 
     operations = [migrations.RunSQL(SQL, REVERSE_SQL)]

@@ -31,7 +31,7 @@ BACKFILL = [
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0018_metrics"),
+        ("runs", "0017_alert_rules"),
     ]
 
     operations = [
