@@ -212,7 +212,10 @@ def _result_shape(result: Any) -> str:
 def _fault(step: detection.Step) -> str:
     """Return a failed step's error fingerprint, without its quoted names."""
     codes, _, body = error_fault(step.result, step.args).key.rpartition(";")
-    return f"{codes};{_scrub(body)}"
+    # A traceback's frame lines are where it failed, not what: the engine keeps one when a
+    # run-specific path holds an error word (/home/afailure/x.py), so they are left out.
+    lines = [line for line in _scrub(body).split(" | ") if not line.startswith("file <")]
+    return f"{codes};{' | '.join(lines)}"
 
 
 def _blocker_scope(finding: detection.Finding) -> str:

@@ -88,6 +88,13 @@ def test_a_blocker_keeps_its_fingerprint_whatever_the_paths_numbers_and_ids(
     assert "blocker" in one and one["blocker"] == two["blocker"]
 
 
+def test_a_path_holding_an_error_word_keeps_the_blocker_fingerprint():
+    """Found by hypothesis in CI: "fail" in a traceback's path made the frame line count."""
+    one = prints(blocker_run("TimeoutError", "lygatspef", 198411, 1.7e9))
+    two = prints(blocker_run("TimeoutError", "afailygnv", 839756, 1.7e9))
+    assert "blocker" in one and one["blocker"] == two["blocker"]
+
+
 @settings(max_examples=30, deadline=None)
 @given(a=WORD, b=WORD, c=WORD, d=WORD, t1=TS, t2=TS)
 def test_a_cycle_keeps_its_fingerprint_whatever_the_files_and_where_it_starts(a, b, c, d, t1, t2):
