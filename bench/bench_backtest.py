@@ -17,7 +17,6 @@ run, one analysis per run, what the Tuning page did for its last 200 runs) over 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -28,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pages import TOOLS, bench_database_url  # noqa: E402
+from bench_pages import TOOLS  # noqa: E402
+from harness import setup_django  # noqa: E402
 
 DRAFT = {"defaults": {"warn": 2, "stop": 4}, "tools": {}}
 TOOL_DRAFT = {"defaults": {}, "tools": {"web_search": {"warn": 2}}}
@@ -156,20 +156,13 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="drop the bench project first")
     args = parser.parse_args()
 
-    os.environ["DATABASE_URL"] = bench_database_url()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
-    os.environ.setdefault("SECRET_KEY", "bench-only")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    setup_django()
     from django.utils import timezone
 
     import detection
     from runs.models import Project, Run
     from runs.services import backtest
 
-    call_command("migrate", verbosity=0)
     if args.fresh:
         Project.objects.filter(slug="backtest-bench").delete()
     project, _ = Project.objects.get_or_create(

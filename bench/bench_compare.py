@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_pages import bench_database_url  # noqa: E402 - after the path is set
+from harness import setup_django  # noqa: E402 - after the path is set
 
 LOOP = 1_500
 EDITS = 40
@@ -143,14 +143,9 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="store the runs again")
     args = parser.parse_args()
 
-    os.environ["DATABASE_URL"] = bench_database_url()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
-    import django
-
-    django.setup()
+    setup_django()
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -160,7 +155,6 @@ def main() -> None:
     from runs.web import compare as compare_page
 
     settings.ALLOWED_HOSTS = ["*"]
-    call_command("migrate", verbosity=0)
     project, _ = Project.objects.get_or_create(slug="bench-compare", defaults={"name": "compare"})
     if args.fresh:
         Run.objects.filter(project=project).delete()

@@ -35,7 +35,6 @@ Prints the median and p95 in milliseconds.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -161,16 +160,10 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="drop the bench project first")
     args = parser.parse_args()
 
-    from bench_pages import bench_database_url
+    from harness import setup_django
 
-    os.environ["DATABASE_URL"] = bench_database_url()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
-    os.environ.setdefault("SECRET_KEY", "bench")
-    import django
-
-    django.setup()
+    setup_django()
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection, transaction
     from django.http import QueryDict
 
@@ -179,7 +172,6 @@ def main() -> None:
     from runs.services import analysis, issues
     from runs.web import issues as issues_page
 
-    call_command("migrate", verbosity=0)
     if args.fresh:
         Project.objects.filter(slug=SLUG).delete()
     project, created = Project.objects.get_or_create(slug=SLUG, defaults={"name": SLUG})
