@@ -20,7 +20,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import date
 
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
@@ -94,19 +94,27 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
     )
     engine = {row[0]: _engine_finding(row) for row in rows}
     steps = _steps_for([(row[1], engine[row[0]]) for row in rows])
-    marks: dict[int, tuple[str, str]] = {}  # finding id -> (fingerprint, title)
+    marks: dict[int, str] = {}  # finding id -> fingerprint
     first: dict[tuple[int, str], tuple] = {}  # (project, fingerprint) -> its first finding row
     for row in rows:
-        found, run_steps = engine[row[0]], steps.get(row[1], {})
-        mark = fingerprints.fingerprint(found, run_steps)
-        marks[row[0]] = (mark, fingerprints.describe(found, run_steps))
+        marks[row[0]] = mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
         if row[3] != Finding.Severity.INFO:
             first.setdefault((runs[row[1]].project_id, mark), row)
-    created = _create_issues(first, marks)
+    titles = {  # a title per issue (its first finding's), not per finding
+        key: fingerprints.describe(engine[row[0]], steps.get(row[1], {}))
+        for key, row in first.items()
+    }
+    created = _create_issues(first, titles)
     before = set(also) | issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
     issue_of = _lock_issues(first, before)
-    _attach(rows, marks, runs, issue_of)
-    events = _transitions(rows, marks, runs, issue_of, created)
+    grouped = [  # each finding's issue; info findings get none
+        issue_of.get((runs[row[1]].project_id, marks[row[0]]))
+        if row[3] != Finding.Severity.INFO
+        else None
+        for row in rows
+    ]
+    _attach(rows, marks, grouped)
+    events = _transitions(rows, grouped, runs, created)
     recount_runs(sorted(runs))
     return events
 
@@ -138,7 +146,7 @@ def _steps_for(
     return out
 
 
-def _create_issues(first: dict[tuple[int, str], tuple], marks: dict) -> set[int]:
+def _create_issues(first: dict[tuple[int, str], tuple], titles: dict) -> set[int]:
     """Insert the issues not there yet (ON CONFLICT: a racing worker's insert wins); return
     the ids of those this call created. Inserted in fingerprint order, so two workers never
     wait on each other's new rows in opposite orders."""
@@ -154,7 +162,7 @@ def _create_issues(first: dict[tuple[int, str], tuple], marks: dict) -> set[int]
                     VALUES (%s, %s, %s, %s, %s, %s, 'open', '', %s, 0, 0, 0, '{{}}', '{{}}',
                         '{{}}')
                     ON CONFLICT (project_id, fingerprint) DO NOTHING RETURNING id""",
-                [project_id, mark, row[2], row[4], marks[row[0]][1][:300], row[7], now],
+                [project_id, mark, row[2], row[4], titles[project_id, mark][:300], row[7], now],
             )
             hit = cursor.fetchone()
             if hit:
@@ -180,18 +188,12 @@ def _lock_issues(first: dict[tuple[int, str], tuple], also: Iterable[int]) -> di
     }
 
 
-def _attach(rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict) -> None:
+def _attach(rows: list[tuple], marks: dict[int, str], grouped: list[int | None]) -> None:
     """Write each finding's fingerprint and issue, with one statement."""
     if not rows:
         return
-    ids, prints, issues = [], [], []
-    for row in rows:
-        mark = marks[row[0]][0]
-        ids.append(row[0])
-        prints.append(mark)
-        grouped = row[3] != Finding.Severity.INFO
-        issue = issue_of.get((runs[row[1]].project_id, mark)) if grouped else None
-        issues.append(issue)
+    ids = [row[0] for row in rows]
+    prints = [marks[pk] for pk in ids]
     table = Finding._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -199,18 +201,17 @@ def _attach(rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict
                 FROM unnest(%s::bigint[], %s::varchar[], %s::bigint[])
                     AS v(id, fingerprint, issue_id)
                 WHERE f.id = v.id""",
-            [ids, prints, issues],
+            [ids, prints, grouped],
         )
 
 
 def _transitions(
-    rows: list[tuple], marks: dict, runs: dict[int, Run], issue_of: dict, created: set[int]
+    rows: list[tuple], grouped: list[int | None], runs: dict[int, Run], created: set[int]
 ) -> list[IssueEvent]:
     """Apply the state rules to the (locked) issues that got findings; return the events."""
     runs_of: dict[int, list[Run]] = defaultdict(list)
-    for row in rows:
-        pk = issue_of.get((runs[row[1]].project_id, marks[row[0]][0]))
-        if pk is not None and row[3] != Finding.Severity.INFO:
+    for row, pk in zip(rows, grouped, strict=True):
+        if pk is not None:
             runs_of[pk].append(runs[row[1]])
     events = [IssueEvent(pk, NEW) for pk in sorted(created) if pk in runs_of]
     resolved = LoopIssue.objects.filter(pk__in=list(runs_of), state=LoopIssue.State.RESOLVED)
@@ -262,6 +263,12 @@ def version_key(version: str) -> tuple[tuple[int, ...], int, str] | None:
     else:
         rank = 0  # a, b, rc, dev, alpha, beta, pre, snapshot, ...
     return numbers, rank, suffix
+
+
+def version_order(version: str) -> tuple:
+    """Return a sort key that puts versions in version order, those without one last."""
+    key = version_key(version)
+    return key is None, key or (), version
 
 
 def is_later(version: str, than: str) -> bool | None:
@@ -564,24 +571,24 @@ def filter_issues(issues: QuerySet[LoopIssue], wanted: IssueFilter) -> QuerySet[
     return issues.order_by(*SORTS.get(wanted.sort, SORTS["last_seen"]))
 
 
-def days_of(issue_ids: Iterable[int], since: datetime) -> dict[int, dict]:
-    """Return issue id -> {day: runs} for the days since `since` (for sparklines)."""
+def days_of(issue_ids: Iterable[int], since: date) -> dict[int, dict]:
+    """Return issue id -> {day: runs} for the days from `since` on (for sparklines)."""
     out: dict[int, dict] = defaultdict(dict)
-    rows = IssueDay.objects.filter(issue_id__in=list(issue_ids), day__gte=since.date())
+    rows = IssueDay.objects.filter(issue_id__in=list(issue_ids), day__gte=since)
     for issue_id, day, runs in rows.values_list("issue_id", "day", "runs"):
         out[issue_id][day] = runs
     return out
 
 
 def versions_seen(project_ids: list[int]) -> list[str]:
-    """Return the agent versions the issues of these projects were seen in (unordered)."""
+    """Return the agent versions the issues of these projects were seen in, in order."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""SELECT DISTINCT unnest(versions) FROM {LoopIssue._meta.db_table}
                 WHERE project_id = ANY(%s) AND finding_count > 0""",
             [project_ids],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return sorted((row[0] for row in cursor.fetchall()), key=version_order)
 
 
 def runs_of(issue: LoopIssue) -> QuerySet[IssueRun]:
@@ -602,7 +609,7 @@ def by_version(issue: LoopIssue) -> list[tuple[str, int, int]]:
     found = list(
         issue.facets.filter(kind=IssueFacet.Kind.VERSION).values_list("value", "runs", "findings")
     )
-    found.sort(key=lambda row: (version_key(row[0]) is None, version_key(row[0]) or (), row[0]))
+    found.sort(key=lambda row: version_order(row[0]))
     return found
 
 

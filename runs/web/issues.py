@@ -49,9 +49,10 @@ def list_context(user, query: QueryDict) -> dict:
     page = Paginator(found.select_related("project"), ISSUES_PER_PAGE).get_page(query.get("page"))
     today = timezone.now().date()
     since = today - timedelta(days=SPARK_DAYS - 1)
-    days = issues.days_of([issue.pk for issue in page], timezone.now() - timedelta(SPARK_DAYS))
+    days = issues.days_of([issue.pk for issue in page], since)
     for issue in page:
-        issue.spark = charts.sparkline(_series(days.get(issue.pk, {}), since, today))
+        per_day = _per_day(days.get(issue.pk, {}), since, today)
+        issue.spark = charts.sparkline([n for _, n in per_day])
         issue.title_html = title_html(issue.title)
     params = {k: v for k, v in {**dataclasses.asdict(wanted), "project": slug}.items() if v}
     if wanted.sort == "last_seen":
@@ -65,7 +66,7 @@ def list_context(user, query: QueryDict) -> dict:
         "states": LoopIssue.State.choices,
         "detectors": list(detection.catalogue.NAMES),
         "sorts": [("last_seen", "Last seen"), ("runs", "Most runs"), ("waste", "Most waste")],
-        "versions": _versions(chosen),
+        "versions": issues.versions_seen(chosen),
         "active": bool(params.keys() - {"sort"}),
     }
 
@@ -73,7 +74,9 @@ def list_context(user, query: QueryDict) -> dict:
 class CountedPaginator(Paginator):
     """A paginator told its count (a denormalised counter), instead of counting the rows."""
 
-    known = 0
+    def __init__(self, object_list, per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self.known = count
 
     @property
     def count(self) -> int:
@@ -83,12 +86,15 @@ class CountedPaginator(Paginator):
 def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
     """Return an issue's page: its runs (newest first, paged), trend by day and by version,
     the example finding, and its first and last run side by side."""
-    runs = CountedPaginator(issues.runs_of(issue), RUNS_PER_PAGE)
-    runs.known = issue.run_count
+    runs = CountedPaginator(issues.runs_of(issue), RUNS_PER_PAGE, issue.run_count)
     page = runs.get_page(page_number)
     page.object_list = issues.runs_by_id(list(page.object_list))
-    rows = list(issue.days.values_list("day", "runs"))
-    trend = charts.daily_columns([(day, n, n) for day, n in _fill(rows)]) if rows else ""
+    counts = dict(issue.days.values_list("day", "runs"))
+    trend = (
+        charts.daily_columns([(d, n, n) for d, n in _per_day(counts, min(counts), max(counts))])
+        if counts
+        else ""
+    )
     versions = issues.by_version(issue)
     example = issues.example_of(issue)
     issue.title_html = title_html(issue.title)
@@ -122,23 +128,7 @@ def title_html(title: str) -> SafeString:
     )
 
 
-def _series(counts: dict[date, int], since: date, until: date) -> list[int]:
-    return [counts.get(since + timedelta(days=i), 0) for i in range((until - since).days + 1)]
-
-
-def _fill(rows: list[tuple[date, int]]) -> list[tuple[date, int]]:
-    """Return one row per day from the first to the last, zero where nothing happened."""
-    counts = dict(rows)
-    first, last = min(counts), max(counts)
-    return [
-        (d, counts.get(d, 0))
-        for d in (first + timedelta(i) for i in range((last - first).days + 1))
-    ]
-
-
-def _versions(project_ids: list[int]) -> list[str]:
-    """Return the agent versions seen in these projects' issues (for the filter)."""
-    seen = issues.versions_seen(project_ids)
-    return sorted(
-        seen, key=lambda v: (issues.version_key(v) is None, issues.version_key(v) or (), v)
-    )
+def _per_day(counts: dict[date, int], since: date, until: date) -> list[tuple[date, int]]:
+    """Return (day, count) for each day from `since` to `until`, zero where nothing happened."""
+    days = (since + timedelta(days=i) for i in range((until - since).days + 1))
+    return [(day, counts.get(day, 0)) for day in days]

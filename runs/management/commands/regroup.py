@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.models import Project
+from runs.models import LoopIssue, Project
 from runs.services import issues
 
 
@@ -19,5 +19,5 @@ class Command(BaseCommand):
             if not projects.exists():
                 raise CommandError(f"no project {project!r}")
         runs = issues.regroup(projects)
-        count = sum(p.loop_issues.filter(finding_count__gt=0).count() for p in projects)
+        count = LoopIssue.objects.filter(project__in=projects, finding_count__gt=0).count()
         self.stdout.write(f"regrouped {runs} run(s) into {count} issue(s)")
