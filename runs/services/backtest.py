@@ -186,8 +186,8 @@ def _walk(job: BacktestJob, attempt: int) -> None:
     if not tally.upto:  # the first claim fixes the runs: later uploads are not counted
         tally.upto = Run.objects.aggregate(last=Max("id"))["last"] or 0
         tally.warning = warning
-    run_ids = list(selected_runs(job, tally.upto).values_list("pk", flat=True))
-    run_ids.sort()
+    sizes = dict(selected_runs(job, tally.upto).values_list("pk", "step_count"))
+    run_ids = sorted(sizes)
     total = len(run_ids)
     done = sum(1 for run_id in run_ids if run_id <= job.cursor)
     judged = labels.labels_for_runs(run_ids)
@@ -195,7 +195,7 @@ def _walk(job: BacktestJob, attempt: int) -> None:
     if not _progress(job.pk, attempt, done, total, cursor, tally):
         _stop(job.pk, attempt, tally, done, total, cursor)
         return
-    for run, steps in _load([i for i in run_ids if i > job.cursor]):
+    for run, steps in _load([i for i in run_ids if i > job.cursor], sizes):
         current = detection.analyze(steps, baseline)
         proposed = current if _untouched(run, patterns) else detection.analyze(steps, draft)
         tally.add(run, steps, current, proposed, judged.get(run.pk, ()))
@@ -274,9 +274,10 @@ def selected_runs(job: BacktestJob, upto: int) -> QuerySet[Run]:
     return runs
 
 
-def _load(run_ids: list[int]) -> Iterator[tuple[Run, list[detection.Step]]]:
-    """Yield each run with its steps, in id order, reading the steps of many runs at once."""
-    for chunk in _chunks(run_ids):
+def _load(run_ids: list[int], sizes: dict[int, int]) -> Iterator[tuple[Run, list[detection.Step]]]:
+    """Yield each run with its steps, in id order, reading the steps of many runs at once
+    (`sizes`: the runs' step counts, which cut the chunks)."""
+    for chunk in _chunks(run_ids, sizes):
         runs = Run.objects.filter(pk__in=chunk).only("id", "name", "verdict", "tools")
         by_id = {run.pk: run for run in runs}
         rows = (
@@ -294,8 +295,7 @@ def _load(run_ids: list[int]) -> Iterator[tuple[Run, list[detection.Step]]]:
                 yield by_id[run_id], steps.get(run_id, [])
 
 
-def _chunks(run_ids: list[int]) -> Iterator[list[int]]:
-    sizes = dict(Run.objects.filter(pk__in=run_ids).values_list("pk", "step_count"))
+def _chunks(run_ids: list[int], sizes: dict[int, int]) -> Iterator[list[int]]:
     chunk: list[int] = []
     steps = 0
     for run_id in run_ids:
@@ -365,26 +365,35 @@ class Tally:
                     {"run": run.pk, "name": run.name[:120], "before": current.verdict,
                      "after": draft.verdict, "why": why[:MESSAGE_CHARS]}
                 )  # fmt: skip
+        # A run the draft leaves alone (`draft is current`) is scored and fingerprinted once.
+        if draft is current:
+            analyses = [(("current", "draft"), current)]
+        else:
+            analyses = [(("current",), current), (("draft",), draft)]
         judged = list(judged)
         self.labels += len(judged)
         if judged:
-            for side, analysis in (("current", current), ("draft", draft)):
-                got = labels.score(_alarms(run.pk, analysis), judged)
-                for key in SCORED:
+            for names, analysis in analyses:
+                got = labels.score(((run.pk, f) for f in analysis.findings), judged)
+                for side, key in itertools.product(names, SCORED):
                     self.score[side][key] += getattr(got, key)
-        for side, analysis in (("current", current), ("draft", draft)):
+        by_seq: dict[int, detection.Step] | None = None  # seq -> step, at the first finding
+        for names, analysis in analyses:
             seen = set()
             for finding in analysis.findings:
                 if finding.severity == "info":
                     continue
-                key = fingerprints.fingerprint(finding, steps)
+                if by_seq is None:
+                    by_seq = {step.seq: step for step in steps}
+                key = fingerprints.fingerprint(finding, by_seq)
                 if key in seen:
                     continue
                 seen.add(key)
                 entry = self.issues.setdefault(
-                    key, {"title": fingerprints.describe(finding, steps), "current": 0, "draft": 0}
+                    key, {"title": fingerprints.describe(finding, by_seq), "current": 0, "draft": 0}
                 )
-                entry[side] += 1
+                for side in names:
+                    entry[side] += 1
 
     def precision_recall(self, side: str) -> labels.Score:
         s = self.score[side]
@@ -415,13 +424,8 @@ def with_issues(project_id: int, entries: list[dict]) -> list[dict]:
     ).only("id", "fingerprint", "state", "title")
     by_fingerprint = {issue.fingerprint: issue for issue in known}
     for entry in entries:
-        issue = by_fingerprint.get(entry["fingerprint"])
-        entry["issue"] = issue
+        entry["issue"] = by_fingerprint.get(entry["fingerprint"])
     return entries
-
-
-def _alarms(run_id: int, analysis: detection.Analysis) -> list:
-    return [(run_id, f) for f in analysis.findings if f.severity != "info"]
 
 
 def change_kind(before: str, after: str) -> str:

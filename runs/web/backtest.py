@@ -93,21 +93,23 @@ def tuning_context(project: Project) -> dict:
         "latest": job_context(latest) if latest else None,
         "nights": nights,
         "night_rows": list(reversed(rows)),
-        "trend": trend_chart(nights),
+        "trend": trend_chart(rows),
     }
 
 
-def trend_chart(nights: list[BacktestJob], width: int = 420, height: int = 90) -> SafeString:
+def trend_chart(rows: list[dict], width: int = 420, height: int = 90) -> SafeString:
     """Return the nightly trend: flagged runs per night (columns), precision and recall (lines).
 
-    Precision and recall are drawn only for nights that had labels (else there is no line).
+    `rows` are tuning_context's, oldest first. Precision and recall are drawn only for nights
+    that had labels (else there is no line).
     """
-    if not nights:
+    if not rows:
         return mark_safe("")
     pad_t, pad_b = 6, 16
     inner = height - pad_t - pad_b
-    col = width / len(nights)
-    tallies = [backtest.Tally.load(job.results) for job in nights]
+    col = width / len(rows)
+    nights = [row["job"] for row in rows]
+    tallies = [row["tally"] for row in rows]
     top = max(t.flagged_current for t in tallies) or 1
     bars = format_html_join(
         "",
@@ -121,10 +123,10 @@ def trend_chart(nights: list[BacktestJob], width: int = 420, height: int = 90) -
         ),
     )  # fmt: skip
     lines = []
-    for name, attr in (("precision", "precision"), ("recall", "recall")):
+    for name in ("precision", "recall"):
         points = []
-        for i, t in enumerate(tallies):
-            value = getattr(t.precision_recall("current"), attr)
+        for i, row in enumerate(rows):
+            value = getattr(row["score"], name)
             if value is not None:
                 points.append((i * col + col / 2, pad_t + inner * (1 - value), value))
         if points:

@@ -12,7 +12,8 @@
     if (event.key !== "t" && event.key !== "f") return;
     if (event.target.closest("input, textarea, select, [contenteditable]")) return;
     if (event.metaKey || event.ctrlKey || event.altKey) return;
-    const box = focusedItem() && focusedItem().querySelector(".label-box");
+    const item = focusedItem();
+    const box = item && item.querySelector(".label-box");
     if (!box) return;
     event.preventDefault();
     if (event.key === "t") {
