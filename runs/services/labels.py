@@ -23,7 +23,7 @@ from django.db.models import F, QuerySet
 
 from ..models import Finding, Label, Project, Run
 from . import policy
-from .scoring import Judged, Score, overlaps, score, span_of
+from .scoring import Judged, Score, matches, score
 
 __all__ = [
     "Judged",
@@ -163,9 +163,7 @@ def current(labels: QuerySet[Label]) -> QuerySet[Label]:
 
 def _rank(label: Label, finding: Finding) -> tuple | None:
     """How well a label fits a finding (higher is better), or None when it does not match."""
-    if (label.detector, label.tool) != (finding.detector, finding.tool):
-        return None
-    if not overlaps(Judged.of(label).span, span_of(finding.seqs)):
+    if not matches(Judged.of(label), finding):
         return None
     same_row = label.finding_id == finding.pk
     return (same_row, label.signature == finding.signature, label.created_at, label.pk)

@@ -125,6 +125,16 @@ def overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
+def matches(label: Judged, finding: Any) -> bool:
+    """Whether a finding of the label's run is the loop it judges: the same detector and tool,
+    overlapping steps. Severity aside (`score` counts warn and stop findings only); `score`
+    applies the same rule through an index."""
+    tool = (finding.tool or "")[:TOOL_CHARS]
+    if (label.detector, label.tool) != (finding.detector, tool):
+        return False
+    return overlaps(label.span, span_of(finding.seqs))
+
+
 def score(findings: Iterable[Any], labels: Iterable[Any]) -> Score:
     """Score findings against labels.
 
