@@ -77,7 +77,6 @@ def job_context(job: BacktestJob) -> dict:
         "appear": backtest.with_issues(job.project_id, appear[:50]),
         "vanish": backtest.with_issues(job.project_id, vanish[:50]),
         "draft_summary": policy_service.describe(job.baseline, job.draft),
-        "listed": backtest.LISTED,
     }
 
 
