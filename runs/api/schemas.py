@@ -338,12 +338,8 @@ class IssueOut(Schema):
     waste_cost: float | None
     waste_seconds: float | None
     agents: list[str]
-    models: list[str]
+    models: list[str] = Field(validation_alias="models_seen")
     versions: list[str]
-
-    @staticmethod
-    def resolve_models(obj: Any) -> list[str]:
-        return obj["models_seen"] if isinstance(obj, dict) else obj.models_seen
 
 
 class IssueDayOut(Schema):
