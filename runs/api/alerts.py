@@ -292,8 +292,7 @@ def list_deliveries(
     status: Literal["sent", "failed", "retrying", "gave_up", ""] = "",
 ):
     """The project's latest delivery attempts, newest first."""
-    rows = Delivery.objects.filter(channel__project=_project(request))
+    rows = delivery.log_of(_project(request))
     if status:
         rows = rows.filter(status=status)
-    rows = rows.select_related("channel", "alert__rule").order_by("-created_at", "-id")
     return [_delivery_out(row) for row in rows[:limit]]

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hmac
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..models import ApiKey, Project
 from ..services import metrics as metrics_service
-from . import auth, ratelimit
+from . import auth, middleware, ratelimit
 
 
 @require_GET
@@ -25,14 +25,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
     try:
         project = scrape_scope(token)
     except auth.AuthError as exc:
-        response = JsonResponse({"detail": exc.message}, status=exc.status)
-        if exc.status == 401:
-            response["WWW-Authenticate"] = "Bearer"
-        return response
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return middleware.error_response(request, exc.message, exc.status, **headers)
     except ratelimit.RateLimited as exc:
-        response = JsonResponse({"detail": str(exc)}, status=429)
-        response["Retry-After"] = str(exc.retry_after)
-        return response
+        retry = {"Retry-After": str(exc.retry_after)}
+        return middleware.error_response(request, str(exc), 429, **retry)
     body = metrics_service.exposition(project)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 

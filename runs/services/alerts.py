@@ -207,14 +207,20 @@ def on_runs_analyzed(run_ids: Iterable[int]) -> list[Alert]:
             key__in=[f"run:{run.pk}" for run in runs],
         ).values_list("rule_id", "key")
     )
+    todo = {
+        run: [r for r in rules[run.project_id] if (r.pk, f"run:{run.pk}") not in done]
+        for run in runs
+    }
+    # The warn and stop findings of every run still to alert on, in one query.
+    findings = defaultdict(list)
+    for finding in Finding.objects.filter(
+        run__in=[run for run, waiting in todo.items() if waiting]
+    ).exclude(severity=Finding.Severity.INFO):
+        findings[finding.run_id].append(finding)
     fired = []
-    for run in runs:
-        todo = [r for r in rules[run.project_id] if (r.pk, f"run:{run.pk}") not in done]
-        if not todo:
-            continue
-        findings = list(run.findings.exclude(severity=Finding.Severity.INFO))
-        for rule in todo:
-            matching = matching_findings(rule, run, findings)
+    for run, waiting in todo.items():
+        for rule in waiting:
+            matching = matching_findings(rule, run, findings[run.pk])
             if matching and (
                 alert := fire(rule, f"run:{run.pk}", run_payload(rule, run, matching))
             ):
@@ -224,12 +230,15 @@ def on_runs_analyzed(run_ids: Iterable[int]) -> list[Alert]:
 
 def on_live_findings(run: Run, findings: Sequence[detection.Finding]) -> None:
     """A live run's append fired these findings: queue its run rules once the append commits
-    (never sent inline, so the append does not wait for a receiver)."""
+    (never sent inline, so the append does not wait for a receiver). One query, and nothing
+    queued once each of the project's run rules has alerted for this run."""
     if not any(f.severity in SEVERITY_RANK for f in findings):
         return
-    rules = AlertRule.objects.filter(project_id=run.project_id, kind=AlertRule.Kind.RUN)
-    if rules.filter(enabled=True).exists():
-        queue.queue_alerts([run.pk], [])
+    waiting = AlertRule.objects.filter(
+        project_id=run.project_id, kind=AlertRule.Kind.RUN, enabled=True
+    ).exclude(alerts__key=f"run:{run.pk}")
+    if waiting.exists():
+        queue.queue_alerts([run.pk])
 
 
 def matching_findings(rule: AlertRule, run: Run, findings: Sequence[Finding]) -> list[Finding]:
@@ -258,7 +267,7 @@ def run_payload(rule: AlertRule, run: Run, findings: Sequence[Finding]) -> dict:
     live = " while live" if run.live else ""
     title = f"Run “{run.name[:120]}” reached {verdict}{live}: {first.detector} on {first.tool or 'the run'}"
     facts = [
-        {"label": "Waste", "value": waste_text(run)},
+        {"label": "Waste", "value": waste_text(waste_of(run))},
         {"label": "Policy", "value": first.rule or "defaults"},
     ]
     if run.agent:
@@ -284,7 +293,7 @@ def run_payload(rule: AlertRule, run: Run, findings: Sequence[Finding]) -> dict:
             "started_at": run.started_at.isoformat() if run.started_at else None,
             "waste": waste_of(run),
         },
-        "findings": [finding_ref(f, url) for f in findings[:MAX_FINDINGS]],
+        "findings": [finding_ref(f) for f in findings[:MAX_FINDINGS]],
         "facts": facts,
         "sections": [
             {"heading": "Findings", "lines": [finding_line(f) for f in findings[:MAX_FINDINGS]]}
@@ -293,7 +302,7 @@ def run_payload(rule: AlertRule, run: Run, findings: Sequence[Finding]) -> dict:
     }
 
 
-def finding_ref(finding: Finding, run_url: str) -> dict:
+def finding_ref(finding: Finding) -> dict:
     return {
         "detector": finding.detector,
         "severity": finding.severity,
@@ -304,7 +313,7 @@ def finding_ref(finding: Finding, run_url: str) -> dict:
         "threshold": finding.threshold,
         "fired_at_step": finding.fired_at,
         "stop_at_step": finding.stop_at,
-        "url": f"{run_url}steps/{finding.fired_at}/",
+        "url": absolute(reverse("runs:step", args=[finding.run_id, finding.fired_at])),
         "waste": waste_of(finding),
     }
 
@@ -350,7 +359,7 @@ def issue_payload(rule: AlertRule, issue: LoopIssue, what: str) -> dict:
     url = absolute(issue.get_absolute_url())
     facts = [
         {"label": "Runs", "value": str(issue.run_count)},
-        {"label": "Waste", "value": waste_text(issue)},
+        {"label": "Waste", "value": waste_text(waste_of(issue))},
         {"label": "State", "value": issue.state},
     ]
     if what == "regressed" and issue.resolved_in_version:
@@ -492,12 +501,14 @@ def rate_payload(
         .filter(verdict__in=[Verdict.WARN, Verdict.STOP])
         .order_by("-waste_steps", "-id")[:5]
     )
+    worst = list(worst)
+    messages = first_messages(worst)
     lines = []
     for run in worst:
-        first = run.findings.exclude(severity=Finding.Severity.INFO).order_by("fired_at").first()
-        words = f": {first.message}" if first else ""
+        words = f": {messages[run.pk]}" if run.pk in messages else ""
         lines.append(
-            f"{run.name} ({run.verdict}, {waste_text(run)}){words} {absolute(run.get_absolute_url())}"
+            f"{run.name} ({run.verdict}, {waste_text(waste_of(run))}){words} "
+            f"{absolute(run.get_absolute_url())}"
         )
     runs_url = absolute(reverse("runs:list")) + f"?project={rule.project.slug}"
     return {
@@ -559,16 +570,28 @@ def waste_of(row) -> dict:  # type: ignore[no-untyped-def]
     }
 
 
-def waste_text(row) -> str:  # type: ignore[no-untyped-def]
-    """Waste in words: "12 steps · 3,400 tokens · $0.12 · 40 s" (what is known)."""
-    parts = [f"{row.waste_steps} steps"]
-    if row.waste_tokens is not None:
-        parts.append(f"{row.waste_tokens:,} tokens")
-    if row.waste_cost is not None:
-        parts.append(f"${row.waste_cost:,.2f}")
-    if row.waste_seconds is not None:
-        parts.append(f"{row.waste_seconds:,.0f} s")
+def waste_text(waste: dict) -> str:
+    """Waste (`waste_of`) in words: "12 steps · 3,400 tokens · $0.12 · 40 s" (what is known)."""
+    parts = [f"{waste['steps']} steps"]
+    if waste["tokens"] is not None:
+        parts.append(f"{waste['tokens']:,} tokens")
+    if waste["cost"] is not None:
+        parts.append(f"${waste['cost']:,.2f}")
+    if waste["seconds"] is not None:
+        parts.append(f"{waste['seconds']:,.0f} s")
     return " · ".join(parts)
+
+
+def first_messages(runs: Iterable[Run]) -> dict[int, str]:
+    """The message of each run's first warn or stop finding, by run id, in one query."""
+    rows = (
+        Finding.objects.filter(run__in=list(runs))
+        .exclude(severity=Finding.Severity.INFO)
+        .order_by("run_id", "fired_at", "id")
+        .distinct("run_id")
+        .values_list("run_id", "message")
+    )
+    return dict(rows)
 
 
 def delete_rule(rule: AlertRule) -> None:

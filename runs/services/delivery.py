@@ -29,10 +29,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
+from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils import timezone
 
-from ..models import Alert, Channel, Delivery
-from . import channels
+from ..models import Alert, Channel, Delivery, Project
+from . import alerts, channels
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +108,8 @@ def send_test(channel: Channel) -> Delivery:
         "kind": "test",
         "title": f"Test message from loopboard for {project.name}",
         "text": f"Channel “{channel.name}” works: alerts of {project.name} will arrive here.",
-        "url": f"{settings.LOOPBOARD_BASE_URL}/projects/{project.slug}/settings/",
-        "project": {"slug": project.slug, "name": project.name},
+        "url": alerts.absolute(reverse("runs:project_settings", args=[project.slug])),
+        "project": alerts.project_ref(project),
         "created_at": timezone.now().isoformat(),
     }
     alert = Alert.objects.create(
@@ -117,6 +119,12 @@ def send_test(channel: Channel) -> Delivery:
     outcome = send(channel, message, idempotency_key(alert, channel))
     status = Delivery.Status.SENT if outcome.sent else Delivery.Status.FAILED
     return _log(alert, channel, 1, status, outcome, message)
+
+
+def log_of(project: Project) -> QuerySet[Delivery]:
+    """The project's delivery attempts, newest first, with their channel, alert and rule."""
+    rows = Delivery.objects.filter(channel__project=project).order_by("-created_at", "-id")
+    return rows.select_related("channel", "alert__rule")
 
 
 def idempotency_key(alert: Alert, channel: Channel) -> str:

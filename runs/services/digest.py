@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from types import SimpleNamespace
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -87,6 +86,8 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
     new, regressed = list(new_issues[:LISTED]), list(regressed_issues[:LISTED])
     new_count, regressed_count = new_issues.count(), regressed_issues.count()
     top_runs = list(runs.filter(waste_steps__gt=0).order_by("-waste_steps", "-id")[:TOP])
+    top_run_refs = _run_refs(top_runs)
+    new_refs, regressed_refs = [_issue_ref(i) for i in new], [_issue_ref(i) for i in regressed]
     top_issues = _top_issues(runs)
     words = f"{day:%A %-d %B %Y}"
     payload = {
@@ -110,18 +111,20 @@ def build(project: Project, day: date, rule: AlertRule | None = None) -> dict:
         },
         "waste": waste,
         "new_issue_count": new_count,
-        "new_issues": [_issue_ref(issue) for issue in new],
+        "new_issues": new_refs,
         "regressed_issue_count": regressed_count,
-        "regressed_issues": [_issue_ref(issue) for issue in regressed],
-        "top_runs": [_run_ref(run) for run in top_runs],
+        "regressed_issues": regressed_refs,
+        "top_runs": top_run_refs,
         "top_issues": top_issues,
         "facts": [
             {"label": "Runs", "value": str(counts["total"])},
             {"label": "Flagged", "value": f"{flagged} ({counts['stop']} stop)"},
-            {"label": "Waste", "value": alerts.waste_text(SimpleNamespace(**_columns(waste)))},
+            {"label": "Waste", "value": alerts.waste_text(waste)},
             {"label": "Issues", "value": alerts.absolute(reverse("runs:issues"))},
         ],
-        "sections": _sections(new, new_count, regressed, regressed_count, top_runs, top_issues),
+        "sections": _sections(
+            new_refs, new_count, regressed_refs, regressed_count, top_run_refs, top_issues
+        ),
         "created_at": timezone.now().isoformat(),
     }
     if rule is not None:
@@ -173,45 +176,43 @@ def _issue_ref(issue: LoopIssue) -> dict:
     }
 
 
-def _run_ref(run: Run) -> dict:
-    first = run.findings.exclude(severity=Finding.Severity.INFO).order_by("fired_at", "id").first()
-    return {
-        "id": run.pk,
-        "name": run.name,
-        "verdict": run.verdict,
-        "url": alerts.absolute(run.get_absolute_url()),
-        "waste": alerts.waste_of(run),
-        "finding": first.message if first else "",
-    }
-
-
-def _columns(waste: dict) -> dict:
-    """A waste dict ({"steps": …}) as the waste columns `alerts.waste_text` reads."""
-    return {f"waste_{name}": value for name, value in waste.items()}
+def _run_refs(runs: list[Run]) -> list[dict]:
+    messages = alerts.first_messages(runs)
+    return [
+        {
+            "id": run.pk,
+            "name": run.name,
+            "verdict": run.verdict,
+            "url": alerts.absolute(run.get_absolute_url()),
+            "waste": alerts.waste_of(run),
+            "finding": messages.get(run.pk, ""),
+        }
+        for run in runs
+    ]
 
 
 def _sections(
-    new: list[LoopIssue],
+    new: list[dict],
     new_count: int,
-    regressed: list[LoopIssue],
+    regressed: list[dict],
     regressed_count: int,
-    top_runs: list[Run],
+    top_runs: list[dict],
     top_issues: list[dict],
 ) -> list[dict]:
-    """The message's lists, each line plain text ending in its link (empty lists left out)."""
+    """The message's lists (the payload's refs), each line plain text ending in its link
+    (empty lists left out)."""
     sections = [
-        ("New loop issues", [f"{i.title}: {_issue_ref(i)['url']}" for i in new[:TOP]], new_count),
+        ("New loop issues", [f"{i['title']}: {i['url']}" for i in new[:TOP]], new_count),
         (
             "Regressed loop issues",
-            [f"{i.title}: {_issue_ref(i)['url']}" for i in regressed[:TOP]],
+            [f"{i['title']}: {i['url']}" for i in regressed[:TOP]],
             regressed_count,
         ),
         (
             "Runs that wasted most",
             [
-                f"{run.name} ({run.verdict}, {alerts.waste_text(run)}): "
-                f"{alerts.absolute(run.get_absolute_url())}"
-                for run in top_runs
+                f"{r['name']} ({r['verdict']}, {alerts.waste_text(r['waste'])}): {r['url']}"
+                for r in top_runs
             ],
             len(top_runs),
         ),

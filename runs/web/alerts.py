@@ -7,7 +7,7 @@ from django import forms
 from django.db.models import Count
 
 from ..models import AlertRule, Channel, Delivery, Project
-from ..services import alerts
+from ..services import alerts, delivery
 from ..services import channels as channel_service
 
 DELIVERY_LOG_ROWS = 100
@@ -82,7 +82,4 @@ def settings_context(project: Project, user, *, rule_form: RuleForm | None = Non
 
 def delivery_log(project: Project) -> list[Delivery]:
     """The project's latest delivery attempts, newest first."""
-    rows = Delivery.objects.filter(channel__project=project).select_related(
-        "channel", "alert__rule"
-    )
-    return list(rows.order_by("-created_at", "-id")[:DELIVERY_LOG_ROWS])
+    return list(delivery.log_of(project)[:DELIVERY_LOG_ROWS])

@@ -654,6 +654,7 @@ def alert_rule_delete(request: HttpRequest, slug: str, rule_id: int) -> HttpResp
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def alert_deliveries(request: HttpRequest, slug: str) -> HttpResponse:
     """The delivery log alone (htmx refresh); without htmx, the settings page at the log."""
     project = access.get_project(request.user, slug)
