@@ -253,11 +253,10 @@ def main() -> None:
 
         def work():
             with transaction.atomic():
-                stale = issues.issue_ids_of_runs([run.pk])
                 Finding.objects.filter(run=run).delete()
                 if keep:
                     Finding.objects.bulk_create(analysis.finding_row(run, f) for f in found)
-                issues.group_runs([run], also=stale)
+                issues.group_runs([run])
                 transaction.set_rollback(True)
 
         result = timed(work, args.repeat)

@@ -117,7 +117,6 @@ def write(
         )
         analyzed = [a for a in analyzed if a.run.pk in inserted or a.run.pk in alive]
         existing = sorted(alive)
-        stale_issues = issues.issue_ids_of_runs(existing)  # their old share is taken away
         if existing:
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()
@@ -125,9 +124,10 @@ def write(
             finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
         )
         labels.reattach(existing)  # labels of the rewritten findings find their new rows
-        # Loop issues: the findings grouped by fingerprint. It returns the issues just new or
-        # back (IssueEvent), for alerts to take up.
-        events = issues.group_runs([a.run for a in analyzed], also=stale_issues)
+        # Loop issues: the findings grouped by fingerprint (a re-analyzed run's old share is
+        # taken away from its IssueRun rows). It returns the issues just new or back
+        # (IssueEvent), for alerts to take up.
+        events = issues.group_runs([a.run for a in analyzed])
         queue.queue_alerts([a.run.pk for a in analyzed if a.run.is_flagged], events)
         storage.copy_rows(
             LedgerRow._meta.db_table,

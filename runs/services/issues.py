@@ -53,11 +53,9 @@ NEW, REGRESSED = "new", "regressed"
 
 
 def issue_ids_of_runs(run_ids: Iterable[int]) -> set[int]:
-    """Return the issues the runs count for now (their IssueRun rows).
-
-    `analysis.write` asks before it deletes a run's old findings and passes them to
-    `group_runs`, which locks them with the others (an issue may lose the run).
-    """
+    """Return the issues the runs count for now (their IssueRun rows, which outlive the
+    findings a re-analysis deletes): `group_runs` locks them with the others, since an
+    issue may lose the run."""
     ids = list(run_ids)
     if not ids:
         return set()
@@ -65,19 +63,19 @@ def issue_ids_of_runs(run_ids: Iterable[int]) -> set[int]:
     return set(found.values_list("issue_id", flat=True).distinct())
 
 
-def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEvent]:
+def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     """Fingerprint the (just written) findings of these runs and fold them into issues.
 
     Call it inside the transaction that wrote the findings. Each warn or stop finding is
     attached to its project's issue for its fingerprint (created if new); info findings get
     a fingerprint but no issue. The affected issues (those the findings go to, those the
-    runs counted for before, and those in `also`) are locked in id order, then the runs'
+    runs counted for before) are locked in id order, then the runs'
     old share of their issues is taken away and the new one added (`recount_runs`: the cost
     does not grow with the issue). Returns one IssueEvent per issue created ("new") or
     resolved and now back ("regressed"), in issue id order; an ignored issue gives no event.
     """
     runs = {run.pk: run for run in runs if run.pk is not None}
-    if not runs and not also:
+    if not runs:
         return []
     rows = list(
         Finding.objects.filter(run_id__in=list(runs)).values_list(
@@ -105,7 +103,7 @@ def group_runs(runs: Iterable[Run], *, also: Iterable[int] = ()) -> list[IssueEv
         for key, row in first.items()
     }
     created = _create_issues(first, titles)
-    before = set(also) | issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
+    before = issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
     issue_of = _lock_issues(first, before)
     grouped = [  # each finding's issue; info findings get none
         issue_of.get((runs[row[1]].project_id, marks[row[0]]))
