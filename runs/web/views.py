@@ -232,7 +232,9 @@ def label_issue(request: HttpRequest, issue_id: int) -> HttpResponse:
         context["label_error"] = str(exc)
     if not request.htmx:
         if "label_error" in context:
-            return HttpResponse(context["label_error"], status=400, content_type="text/plain")
+            return HttpResponse(
+                context["label_error"], status=400, content_type="text/plain; charset=utf-8"
+            )
         return redirect(issue.get_absolute_url())
     status = 400 if "label_error" in context else 200
     return render(request, "runs/_label_issue.html", context, status=status)
