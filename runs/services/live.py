@@ -52,21 +52,9 @@ SELECT r.next_seq, r.verdict, r.tools, r.detectors,
              ORDER BY s.seq)
 FROM runs_run r WHERE r.id = %(run)s FOR UPDATE OF r
 """
-# The step columns after run_id (storage.STEP_COLUMNS), their types as arrays for unnest();
-# jsonb columns travel as text and are cast on the way in.
-_COLUMNS = storage.STEP_COLUMNS[1:]
-_ARRAY_TYPES = {
-    "seq": "int", "started_at": "timestamptz", "ended_at": "timestamptz", "tokens_in": "int",
-    "tokens_out": "int", "cost": "float8",
-}  # fmt: skip
-_JSON_COLUMNS = ("args", "result")
-_SELECTED = ", ".join(f"u.{c}::jsonb" if c in _JSON_COLUMNS else f"u.{c}" for c in _COLUMNS)
-_ARRAYS = ", ".join(f"%({c})s::{_ARRAY_TYPES.get(c, 'text')}[]" for c in _COLUMNS)
+# The new steps (storage.INSERT_STEPS_SQL) and the run row, in one statement.
 WRITE_SQL = f"""
-WITH new_steps AS (
-    INSERT INTO runs_step (run_id, {", ".join(_COLUMNS)})
-    SELECT %(run)s, {_SELECTED} FROM unnest({_ARRAYS}) AS u({", ".join(_COLUMNS)})
-)
+WITH new_steps AS ({storage.INSERT_STEPS_SQL})
 UPDATE runs_run SET
     live = true, next_seq = %(next_seq)s, version = version + 1, step_count = %(next_seq)s,
     tool_call_count = tool_call_count + %(tool_calls)s, tools = %(tools)s::varchar(200)[],
@@ -155,12 +143,12 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     A step whose `id` the run already holds is not stored again; its seq is returned.
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
-    found = _run_and_policy_version(project, external_id)
+    found = _session_run(project, external_id)
     if found is None:
         open_run(project, external_id)
-        found = _run_and_policy_version(project, external_id)
+        found = _session_run(project, external_id)
         assert found is not None, "a live run that was just opened"
-    run_id, version = found
+    run_id, _, version = found
     engine_policy = live_state.engine_policy(project, version)
     # Inside a caller's transaction the append may still be rolled back after it returns:
     # then this process must not keep a Monitor that saw it.
@@ -178,11 +166,13 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
                 live_state.forget(run_id, watch)
 
 
-def _run_and_policy_version(project: Project, external_id: str) -> tuple[int, int] | None:
-    """Return the id of the session's live run and the project's policy version, or None."""
+def _session_run(project: Project, external_id: str) -> tuple[int, int, int] | None:
+    """Return the session's live run (its id and `next_seq`) and the project's policy
+    version, in one query; None when the session has no run."""
     runs = live_runs(project).filter(external_id=session_id(external_id))
     version = Subquery(policy.version_query(project))
-    return runs.annotate(policy_version=version).values_list("pk", "policy_version").first()
+    found = runs.annotate(policy_version=version)
+    return found.values_list("pk", "next_seq", "policy_version").first()
 
 
 def _append_locked(
@@ -215,7 +205,7 @@ def _append_locked(
         if source_id:
             known[source_id] = step.seq
         if step.tool and len(names) < MAX_TOOLS:
-            names.add(step.tool[:MAX_TOOLS])
+            names.add(step.tool)  # cut to its column by step_values
         seqs.append(step.seq)
         fired.extend(watch.observe(step))
     if not rows:  # only retries: nothing changes
@@ -236,8 +226,7 @@ def _write_append(
 ) -> None:
     """Insert the new steps (`storage.step_values` rows, as COPY writes them at ingest) and
     update the run row, in one statement: one round trip, whatever the batch's size."""
-    columns = list(zip(*rows, strict=True))
-    params: dict[str, Any] = {name: list(columns[i + 1]) for i, name in enumerate(_COLUMNS)}
+    params: dict[str, Any] = storage.step_arrays(rows)
     times = [t for t in (*params["started_at"], *params["ended_at"]) if t is not None]
     now = timezone.now()
     params.update(
@@ -276,13 +265,10 @@ def check_live(project: Project, external_id: str, tool: str, args: Any = None) 
 
     Raises policy.PolicyInvalid when the project's policy cannot be used.
     """
-    runs = live_runs(project).filter(external_id=session_id(external_id))
-    version = Subquery(policy.version_query(project))
-    found = runs.annotate(policy_version=version).values_list("pk", "next_seq", "policy_version")
-    row = found.first()
-    if row is None:
+    found = _session_run(project, external_id)
+    if found is None:
         return detection.Check("ok", (), "")
-    run_id, next_seq, version = row
+    run_id, next_seq, version = found
     watch = live_state.watch(run_id, live_state.engine_policy(project, version))
     with watch.lock:
         watch.catch_up(run_id, next_seq)

@@ -1,7 +1,8 @@
 """How a step is stored: rows <-> the engine's values, COPY, and jsonb's own order of keys.
 
-Ingest writes steps with one COPY (`step_values`, `copy_rows`); analysis, the live check and
-the back-test read them back (`iter_steps`). Both sides go through this module, so a step
+Ingest writes steps with one COPY (`step_values`, `copy_rows`), a live append the same rows
+with one INSERT (`INSERT_STEPS_SQL`); analysis, the live check and the back-test read them
+back (`iter_steps`). Both sides go through this module, so a step
 the engine analyzes from memory right after ingest equals the one it reads back later.
 Text that reaches PostgreSQL goes through `clean_text` (PostgreSQL text holds no NUL).
 """
@@ -120,6 +121,26 @@ def copy_rows(table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None
         copy.write_row(first)
         for row in rows:
             copy.write_row(row)
+
+
+# The same rows as one INSERT of unnest()ed arrays, for a statement that does more than insert
+# (the live append's CTE also updates its run): `step_arrays` gives its parameters, named after
+# the columns, and the caller gives `run`. jsonb columns travel as text and are cast on the way in.
+_ARRAY_TYPES = {
+    "seq": "int", "started_at": "timestamptz", "ended_at": "timestamptz", "tokens_in": "int",
+    "tokens_out": "int", "cost": "float8",
+}  # fmt: skip
+_UNNESTED = STEP_COLUMNS[1:]
+_SELECTED = ", ".join(f"u.{c}::jsonb" if c in ("args", "result") else f"u.{c}" for c in _UNNESTED)
+_ARRAYS = ", ".join(f"%({c})s::{_ARRAY_TYPES.get(c, 'text')}[]" for c in _UNNESTED)
+INSERT_STEPS_SQL = f"""INSERT INTO {Step._meta.db_table} ({", ".join(STEP_COLUMNS)})
+    SELECT %(run)s, {_SELECTED} FROM unnest({_ARRAYS}) AS u({", ".join(_UNNESTED)})"""
+
+
+def step_arrays(rows: Sequence[tuple]) -> dict[str, list]:
+    """Return INSERT_STEPS_SQL's parameters for `step_values` rows: each column's values."""
+    columns = list(zip(*rows, strict=True))
+    return {name: list(columns[i + 1]) for i, name in enumerate(_UNNESTED)}
 
 
 def json_text(value) -> str | None:
