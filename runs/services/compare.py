@@ -25,6 +25,7 @@ import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from django.db import connection
 from django.db.models import Q
@@ -365,10 +366,7 @@ class Comparison:
     def loop_row(self, side: str) -> int | None:
         """Return the index of the row holding a side's loop start, if it looped."""
         loop = self.left_loop if side == "left" else self.right_loop
-        if loop is None:
-            return None
-        steps = self.left_steps if side == "left" else self.right_steps
-        index = _index_of_seq(steps, loop.started_at)
+        index = self.index_of(side, loop.started_at) if loop is not None else None
         if index is None:
             return None
         for n, row in enumerate(self.rows):
@@ -376,11 +374,11 @@ class Comparison:
                 return n
         return None
 
-
-def _index_of_seq(steps: list[StepFacts], seq: int) -> int | None:
-    seqs = [s.seq for s in steps]
-    n = bisect.bisect_left(seqs, seq)
-    return n if n < len(seqs) and seqs[n] == seq else None
+    def index_of(self, side: str, seq: int) -> int | None:
+        """Return the index into a side's steps of its step with this seq, if it has one."""
+        steps = self.left_steps if side == "left" else self.right_steps
+        n = bisect.bisect_left(steps, seq, key=attrgetter("seq"))
+        return n if n < len(steps) and steps[n].seq == seq else None
 
 
 # One pass over a run's steps, with what the alignment needs computed by PostgreSQL: digests

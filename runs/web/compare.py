@@ -86,17 +86,15 @@ class Window:
 def loop_marks(cmp: Comparison) -> dict[tuple[str, int | None], str]:
     """Return {(side, step index): text} for where each run started to loop and fired."""
     marks: dict[tuple[str, int | None], str] = {}
-    for side, loop, steps in (
-        ("left", cmp.left_loop, cmp.left_steps),
-        ("right", cmp.right_loop, cmp.right_steps),
-    ):
+    for side, loop in (("left", cmp.left_loop), ("right", cmp.right_loop)):
         if loop is None:
             continue
-        index = {s.seq: n for n, s in enumerate(steps)}
-        if loop.fired_at != loop.started_at and loop.fired_at in index:
-            marks[(side, index[loop.fired_at])] = f"{loop.severity} fired here"
-        if loop.started_at in index:
-            marks[(side, index[loop.started_at])] = "loop starts here"
+        fired = cmp.index_of(side, loop.fired_at)
+        if loop.fired_at != loop.started_at and fired is not None:
+            marks[(side, fired)] = f"{loop.severity} fired here"
+        started = cmp.index_of(side, loop.started_at)
+        if started is not None:
+            marks[(side, started)] = "loop starts here"
     return marks
 
 
@@ -138,6 +136,8 @@ def build_window(
     cmp: Comparison, start: int = 0, *, end: int | None = None, flat: bool = False
 ) -> Window:
     """Return one window of the comparison's rows from row ``start`` (to ``end``)."""
+    if not cmp.rows:
+        return Window([], 0, None)
     last = len(cmp.rows) - 1 if end is None else min(end, len(cmp.rows) - 1)
     start = max(min(start, last), 0)
     marks = loop_marks(cmp)
@@ -146,8 +146,6 @@ def build_window(
         for n, row in enumerate(cmp.rows)
         if ("left", row.left) in marks or ("right", row.right) in marks
     }
-    if not cmp.rows:
-        return Window([], 0, None)
     segments, more_from = plan(
         cmp.rows, start, last, UNFOLD_PAGE if flat else ROWS_PER_PAGE, keep, flat
     )
