@@ -262,8 +262,8 @@ class Monitor:
             where[parent] = where.pop(parent)  # named: remembered longer
         lanes = self._lanes
         lane = lanes.get(key)
-        if lane is None:
-            source = lanes.get(where[key] if key is not None else None)
+        if lane is None:  # a parent's lane, new or dropped (the root's never goes)
+            source = lanes.get(where[key])
             if source is None:
                 lane = Lane()
             elif move:  # the source is never used again: it may stay under its key
@@ -281,7 +281,7 @@ class Monitor:
             if len(where) > MAX_IDS:
                 oldest = next(iter(where))
                 del where[oldest]
-                self._lanes.pop(oldest, None)  # no step can reach it any more
+                lanes.pop(oldest, None)  # no step can reach it any more
         self._current = key
         return lane
 
@@ -666,7 +666,7 @@ def _moves(steps: list[Step]) -> set[int]:
             where[parent] = where.pop(parent)
         lane = lanes.get(key)
         if lane is None:
-            source = lanes.get(where[key] if key is not None else None)
+            source = lanes.get(where[key])
             lane = lanes[key] = len(last_use)
             last_use.append(index)
             if source is not None:
