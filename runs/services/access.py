@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
-from ..models import Project, Run, Trace
+from ..models import BacktestJob, LoopIssue, Project, Run, Trace
 
 
 def projects_for(user) -> QuerySet[Project]:
@@ -37,3 +37,15 @@ def get_project(user, slug_or_id: str | int) -> Project:
     if isinstance(slug_or_id, int) or str(slug_or_id).isdigit():
         return get_object_or_404(projects, pk=int(slug_or_id))
     return get_object_or_404(projects, slug=slug_or_id)
+
+
+def get_issue(user, issue_id: int) -> LoopIssue:
+    """Return the loop issue if the user may see it; 404 (never 403)."""
+    issues = LoopIssue.objects.filter(project__in=projects_for(user))
+    return get_object_or_404(issues.select_related("project", "first_run", "last_run"), pk=issue_id)
+
+
+def get_backtest(user, job_id: int) -> BacktestJob:
+    """Return a back-test of one of the user's projects; 404 (never 403)."""
+    jobs = BacktestJob.objects.filter(project__in=projects_for(user))
+    return get_object_or_404(jobs.select_related("project", "user"), pk=job_id)

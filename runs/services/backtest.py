@@ -33,14 +33,13 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Func, Max, Q, QuerySet, TextField
 from django.db.models.functions import Cast
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 import detection
 
 from ..models import BacktestJob, LoopIssue, Project, Run, Step, Verdict
-from . import access, fingerprints, labels, queue, storage
+from . import fingerprints, labels, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
@@ -109,16 +108,6 @@ def cancel(job: BacktestJob) -> BacktestJob:
     )
     job.refresh_from_db()
     return job
-
-
-def get_job(user, job_id: int) -> BacktestJob:
-    """Return a back-test of one of the user's projects (404 otherwise, never 403)."""
-    return get_object_or_404(
-        BacktestJob.objects.filter(project__in=access.projects_for(user)).select_related(
-            "project", "user"
-        ),
-        pk=job_id,
-    )
 
 
 # ---- the job ----------------------------------------------------------------------------------

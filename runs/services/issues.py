@@ -24,13 +24,12 @@ from datetime import date
 
 from django.db import connection, transaction
 from django.db.models import Q, QuerySet
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 import detection
 
 from ..models import Finding, IssueDay, IssueFacet, IssueRun, LoopIssue, Project, Run, Step
-from . import access, fingerprints, storage
+from . import fingerprints, storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,18 +540,6 @@ class IssueFilter:
     def __post_init__(self) -> None:
         for item in fields(self):  # request text: PostgreSQL cannot compare with a NUL in it
             setattr(self, item.name, storage.clean_text(getattr(self, item.name)))
-
-
-def issues_for(user) -> QuerySet[LoopIssue]:
-    """Return the issues of the user's projects."""
-    return LoopIssue.objects.filter(project__in=access.projects_for(user))
-
-
-def get_issue(user, issue_id: int) -> LoopIssue:
-    """Return the issue if the user may see it; 404 (never 403, so ids do not leak)."""
-    return get_object_or_404(
-        issues_for(user).select_related("project", "first_run", "last_run"), pk=issue_id
-    )
 
 
 def filter_issues(issues: QuerySet[LoopIssue], wanted: IssueFilter) -> QuerySet[LoopIssue]:

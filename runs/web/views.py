@@ -218,7 +218,7 @@ def label_finding(request: HttpRequest, run_id: int, finding_id: int) -> HttpRes
 def label_issue(request: HttpRequest, issue_id: int) -> HttpResponse:
     """Judge every finding of a loop issue alike (members only); htmx gets the issue's label
     box back with how many were labeled, a plain form post goes back to the issue."""
-    issue = issues.get_issue(request.user, issue_id)
+    issue = access.get_issue(request.user, issue_id)
     context: dict = {"issue": issue, "label_reasons": labels_service.REASONS}
     try:
         context["labeled"] = labels_service.label_issue(
@@ -399,7 +399,7 @@ def staff_backtest(request: HttpRequest, job_id: int):  # type: ignore[no-untype
     """Return a back-test of one of the user's projects, when the user is staff (else 404)."""
     if not request.user.is_staff:
         raise Http404("back-tests are for staff")
-    return backtest_service.get_job(request.user, job_id)
+    return access.get_backtest(request.user, job_id)
 
 
 @require_GET
@@ -735,7 +735,7 @@ def issue_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
-    issue = issues.get_issue(request.user, issue_id)
+    issue = access.get_issue(request.user, issue_id)
     error = ""
     if request.method == "POST":
         form = forms.IssueStateForm(request.POST)
