@@ -24,7 +24,7 @@ from .models import (
     ToolPolicy,
     Trace,
 )
-from .services import access, issues, policy
+from .services import access, deletion, issues, policy
 
 
 class ProjectScopedAdmin(admin.ModelAdmin):
@@ -101,6 +101,12 @@ class TraceAdmin(ProjectScopedAdmin):
     exclude = ("raw",)
     readonly_fields = ("sha256", "size", "error", "warnings", "skipped_lines")
 
+    def delete_model(self, request: HttpRequest, obj: Trace) -> None:
+        deletion.delete_traces(Trace.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        deletion.delete_traces(queryset)
+
 
 @admin.register(Run)
 class RunAdmin(ProjectScopedAdmin):
@@ -116,6 +122,12 @@ class RunAdmin(ProjectScopedAdmin):
     list_filter = ("verdict", "format", ("project", admin.RelatedOnlyFieldListFilter))
     search_fields = ("name", "external_id")
     raw_id_fields = ("trace",)
+
+    def delete_model(self, request: HttpRequest, obj: Run) -> None:
+        deletion.delete_runs(Run.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        deletion.delete_runs(queryset)
 
 
 @admin.register(Step)

@@ -17,7 +17,7 @@ import detection
 from .. import importers
 from ..importers import TraceError
 from ..models import Project, Run, Step, Trace, Verdict
-from . import analysis, queue, storage
+from . import analysis, deletion, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def _store_parsed(trace: Trace, project: Project) -> None:
     """Replace the trace's runs with the ones parsed from its bytes (in the caller's
     transaction) and move it on to analysis."""
     engine_policy, policy_warning = policy_service.engine_policy_or_default(project)
-    trace.runs.all().delete()  # leftovers of an attempt that died are never kept
+    deletion.delete_runs(trace.runs.all())  # leftovers of an attempt that died go
     run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
     for parsed in importers.iter_runs(
         bytes(trace.raw),

@@ -417,6 +417,26 @@ def recount_runs(run_ids: list[int]) -> set[int]:
     return touched
 
 
+def forget_runs(run_ids: list[int]) -> set[int]:
+    """Take these runs' shares away from their issues, as their deletion must: the counters,
+    days and facets lose what the runs added, the runs' IssueRun rows go, and each issue's
+    ends and arrays are read back from the runs it keeps. Returns the issues touched.
+
+    Call it in the transaction that deletes the runs, with the runs' rows locked (as
+    `deletion.delete_runs` does): an analysis of one of them waits, or finds it gone.
+    """
+    touched = issue_ids_of_runs(run_ids)
+    if not touched:
+        return set()
+    ids = sorted(touched)
+    list(LoopIssue.objects.select_for_update().filter(pk__in=ids).order_by("pk").values("pk"))
+    with connection.cursor() as cursor:
+        for statement in _SUBTRACT:
+            cursor.execute(statement, {"runs": list(run_ids), "ids": ids})
+        cursor.execute(_ENDS, {"ids": ids})
+    return touched
+
+
 def refresh(issue_ids: Iterable[int]) -> None:
     """Recompute the counters, days and facets of these issues from all their findings.
 

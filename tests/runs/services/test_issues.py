@@ -10,8 +10,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs.models import Finding, IssueDay, IssueRun, LoopIssue, Run, ToolPolicy
-from runs.services import analysis, ingest, issues
+from runs.models import Finding, IssueDay, IssueRun, LoopIssue, Run, ToolPolicy, Trace
+from runs.services import analysis, deletion, ingest, issues
 from tests.helpers import call, healthy_trace, message, native_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -546,3 +546,93 @@ def test_two_reanalyses_in_one_issue_at_once_take_turns_and_keep_it_exact(projec
     assert errors == []
     _assert_kept_equals_recount(issue)
     assert (issue.run_count, issue.first_run_id, issue.waste_tokens) == (2, runs[1].pk, None)
+
+
+def test_deleting_a_run_takes_its_share_out_of_its_issue(project):
+    plan = [(1764489600, 5, "1.0"), (1764576000, 9, "1.1"), (1764662400, 7, "1.2")]
+    runs = [
+        upload(project, costly_loop(f"q{i}", ts, n, priced=i == 1), f"{i}.jsonl", version)
+        for i, (ts, n, version) in enumerate(plan)
+    ]
+    issue = _only_issue()
+    assert issue.run_count == 3
+
+    assert deletion.delete_runs(Run.objects.filter(pk=runs[2].pk)) == 1  # the last one
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.last_run_id) == (2, runs[1].pk)
+    assert issue.versions == ["1.0", "1.1"]
+
+    deletion.delete_runs(Run.objects.filter(pk=runs[1].pk))  # the only priced one
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.waste_tokens, issue.waste_cost) == (1, None, None)
+
+    deletion.delete_traces(Trace.objects.filter(pk=runs[0].trace_id))
+    issue.refresh_from_db()
+    assert (issue.run_count, issue.finding_count, issue.first_run_id) == (0, 0, None)
+    assert not IssueDay.objects.filter(issue=issue).exists()
+    assert not issues.filter_issues(LoopIssue.objects.all(), issues.IssueFilter()).exists()
+
+
+def test_the_admin_deletes_runs_and_traces_through_the_service(project, client):
+    from django.contrib.auth import get_user_model
+
+    runs = [upload(project, search_loop(f"q{i}", ts=1764489600 + i * 86400), f"{i}.jsonl")
+            for i in range(3)]  # fmt: skip
+    issue = _only_issue()
+    client.force_login(get_user_model().objects.create_superuser("root", password="pw-root-1"))
+    response = client.post(f"/admin/runs/run/{runs[0].pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    _assert_kept_equals_recount(issue)
+    assert issue.run_count == 2
+
+    changelist = {
+        "action": "delete_selected",
+        "post": "yes",
+        "_selected_action": [runs[1].trace_id],
+    }
+    assert client.post("/admin/runs/trace/", changelist).status_code == 302
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.first_run_id) == (1, runs[2].pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_deleted_while_it_is_analyzed_is_counted_once_or_not_at_all(project):
+    runs = [upload(project, search_loop(f"q{i}", ts=1764489600 + i * 86400), f"{i}.jsonl")
+            for i in range(2)]  # fmt: skip
+    issue = _only_issue()
+    analyzing, release = threading.Event(), threading.Event()
+    errors = []
+
+    def analyze() -> None:  # a re-analysis that holds the run's row, then commits
+        try:
+            with transaction.atomic():
+                analysis.analyze_run(runs[1].pk)
+                analyzing.set()
+                release.wait(10)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def delete() -> None:
+        try:
+            deletion.delete_runs(Run.objects.filter(pk=runs[1].pk))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    one = threading.Thread(target=analyze)
+    one.start()
+    assert analyzing.wait(10)
+    two = threading.Thread(target=delete)
+    two.start()
+    two.join(0.5)
+    assert two.is_alive()  # waits on the run's row
+    release.set()
+    one.join(10)
+    two.join(10)
+    assert errors == []
+    assert not Run.objects.filter(pk=runs[1].pk).exists()
+    _assert_kept_equals_recount(issue)
+    assert (issue.run_count, issue.last_run_id) == (1, runs[0].pk)
