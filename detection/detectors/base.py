@@ -99,6 +99,11 @@ class Tally:
         twin.seqs = list(self.seqs) if self.seqs is not None else None
 
 
+def times(count: int) -> str:
+    """Return "1 time" or "N times", for the messages the model reads."""
+    return f"{count} time" if count == 1 else f"{count} times"
+
+
 def short(value: Any, limit: int = 80) -> str:
     """Return a one-line, clipped rendering of a value for a message."""
     text = value if isinstance(value, str) else repr(value)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Event, Level, add_seq, advice, short
+from .base import Event, Level, add_seq, advice, short, times
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -100,7 +100,7 @@ class RepeatState:
 
 def _cap_message(tool: str, limit: int, repeats: int, first: int) -> str:
     return (
-        f"{tool} must not be repeated more than {limit} time(s) and this is repeat "
+        f"{tool} must not be repeated more than {times(limit)} and this is repeat "
         f"{repeats} of the call first made at step {first}. Do not call it again: "
         "check whether the first call already took effect, then report or finish."
     )
@@ -241,7 +241,7 @@ class Repeat:
             seqs = state.caps.get(ev.sig, [])
             if len(seqs) > settings.max_repeats:
                 message = (
-                    f"{ev.tool} must not be repeated more than {settings.max_repeats} time(s); "
+                    f"{ev.tool} must not be repeated more than {times(settings.max_repeats)}; "
                     f"it was first called at step {seqs[0]}. Do not call it again."
                 )
                 cap: Level = ("stop", settings.max_repeats, settings.rule)
@@ -269,7 +269,7 @@ class Repeat:
             level = threshold.level(fail.count + 1)
             if level is not None:
                 message = (
-                    f"{ev.tool} already failed {fail.count} times with these arguments since "
+                    f"{ev.tool} already failed {times(fail.count)} with these arguments since "
                     f"step {fail.first_seq}. " + advice(ev.tool, True)
                 )
                 out.append((level, fail.count + 1, fail.seqs, message))
@@ -345,7 +345,7 @@ class MutatingFailure:
         if level is None:
             return []
         message = (
-            f"{ev.tool} already failed {last.count} time(s) in a row with these exact arguments "
+            f"{ev.tool} already failed {times(last.count)} in a row with these exact arguments "
             f"since step {last.first_seq} and nothing changed since. " + advice(ev.tool, True)
         )
         return [(level, last.count + 1, last.seqs, message)]
