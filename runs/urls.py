@@ -59,6 +59,11 @@ urlpatterns = [
         name="alert_rule_delete",
     ),
     path(
+        "projects/<slug:slug>/settings/timezone/",
+        views.project_timezone,
+        name="project_timezone",
+    ),
+    path(
         "projects/<slug:slug>/settings/deliveries/",
         views.alert_deliveries,
         name="alert_deliveries",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from urllib.parse import urlencode
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from django.db.models import Count, Q, QuerySet, Sum
 from django.urls import reverse
@@ -44,6 +44,29 @@ class Window:
     @property
     def end(self) -> datetime:
         return datetime.combine(self.day + timedelta(days=1), time.min, tzinfo=self.zone)
+
+
+class TimezoneInvalid(ValueError):
+    """A time zone name that is not an IANA one."""
+
+
+def timezone_names() -> list[str]:
+    """The IANA time zone names a project may use, sorted (UTC among them)."""
+    return sorted(available_timezones() | {"UTC"})
+
+
+def set_timezone(project: Project, name: str) -> Project:
+    """Set the project's time zone (the digest's hour and day are in it).
+
+    Raises TimezoneInvalid for a name that is not an IANA time zone.
+    """
+    name = name.strip()
+    if name not in timezone_names():
+        shown = name[:64] or "(empty)"
+        raise TimezoneInvalid(f"{shown!r} is not an IANA time zone name (e.g. Europe/Berlin)")
+    project.timezone = name
+    project.save(update_fields=["timezone"])
+    return project
 
 
 def zone_of(project: Project) -> ZoneInfo:

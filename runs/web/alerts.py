@@ -7,7 +7,7 @@ from django import forms
 from django.db.models import Count
 
 from ..models import AlertRule, Channel, Delivery, Project
-from ..services import alerts, delivery
+from ..services import alerts, delivery, digest
 from ..services import channels as channel_service
 
 DELIVERY_LOG_ROWS = 100
@@ -77,6 +77,7 @@ def settings_context(project: Project, user, *, rule_form: RuleForm | None = Non
         "rule_form": rule_form or RuleForm(prefix="rule", project=project),
         "editing_rule": editing,
         "deliveries": delivery_log(project),
+        "timezones": digest.timezone_names(),
     }
 
 

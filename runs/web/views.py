@@ -20,7 +20,7 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 import detection
 
 from ..models import AlertRule, ApiKey, Project, Run
-from ..services import access, api_keys, downloads, filters, ingest, issues, summary
+from ..services import access, api_keys, digest, downloads, filters, ingest, issues, summary
 from ..services import alerts as alert_service
 from ..services import backtest as backtest_service
 from ..services import channels as channel_service
@@ -651,6 +651,20 @@ def alert_rule_delete(request: HttpRequest, slug: str, rule_id: int) -> HttpResp
     rule = get_object_or_404(project.alert_rules, pk=rule_id)
     alert_service.delete_rule(rule)
     messages.success(request, f"Rule “{rule.name}” deleted.")
+    return _to_settings(project, "alert-rules")
+
+
+@require_POST
+@login_required
+def project_timezone(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the project's time zone, in which the daily digest's hour and day are (owners)."""
+    project = alerts_project(request, slug)
+    try:
+        digest.set_timezone(project, request.POST.get("timezone", ""))
+    except digest.TimezoneInvalid as exc:
+        messages.error(request, f"Time zone not changed: {exc}.")
+    else:
+        messages.success(request, f"Time zone set to {project.timezone}.")
     return _to_settings(project, "alert-rules")
 
 

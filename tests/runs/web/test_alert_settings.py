@@ -218,3 +218,37 @@ def test_rules_of_every_kind_are_described(client_in, project):
     assert "a loop issue is new or regressed · at most 3/h" in page
     assert "waste cost per hour over 30 min" in page and 'badge--stop">alert' in page
     assert "daily digest at 8:00 (UTC)" in page
+
+
+def test_an_owner_sets_the_project_time_zone_of_the_digest(client_in, project, other_project):
+    url = reverse("runs:project_timezone", args=[project.slug])
+    page = client_in.get(settings_url(project)).content.decode()
+    assert 'name="timezone"' in page and '<option value="Europe/Berlin">' in page
+    response = client_in.post(url, {"timezone": "Europe/Berlin"})
+    assert response.status_code == 302 and response.url.endswith("#alert-rules")
+    project.refresh_from_db()
+    assert project.timezone == "Europe/Berlin"
+    page = client_in.get(settings_url(project)).content.decode()
+    assert '<option value="Europe/Berlin" selected>' in page
+    assert "Time zone set to Europe/Berlin." in page
+
+    client_in.post(url, {"timezone": "Mars/<b>Olympus</b>"})  # not a zone: refused, escaped
+    project.refresh_from_db()
+    assert project.timezone == "Europe/Berlin"
+    page = client_in.get(settings_url(project)).content.decode()
+    assert "Time zone not changed" in page and "&lt;b&gt;Olympus" in page and "<b>Olymp" not in page
+
+    theirs = reverse("runs:project_timezone", args=[other_project.slug])
+    assert client_in.post(theirs, {"timezone": "Asia/Tokyo"}).status_code == 404
+
+
+def test_a_member_sees_the_time_zone_but_cannot_change_it(client, project):
+    member = get_user_model().objects.create_user("bob", password="pw-bob-12345")
+    Membership.objects.create(project=project, user=member, role=Membership.Role.MEMBER)
+    client.force_login(member)
+    page = client.get(settings_url(project)).content.decode()
+    assert "The daily digest's hour is in UTC." in page and 'name="timezone"' not in page
+    url = reverse("runs:project_timezone", args=[project.slug])
+    assert client.post(url, {"timezone": "Asia/Tokyo"}).status_code == 403
+    project.refresh_from_db()
+    assert project.timezone == "UTC"
