@@ -21,6 +21,7 @@ from .models import (
     Project,
     Run,
     Step,
+    StoppedCall,
     ToolPolicy,
     Trace,
 )
@@ -293,3 +294,13 @@ class DeliveryAdmin(ViewOnlyAdmin):
     list_display = ("alert", "channel", "attempt", "status", "response_code", "created_at")
     list_filter = ("status",)
     raw_id_fields = ("alert", "channel")
+
+
+@admin.register(StoppedCall)
+class StoppedCallAdmin(ViewOnlyAdmin):
+    """What the live guard stopped: kept by the check, only seen here."""
+
+    project_path = "run__project"
+    list_display = ("run", "tool", "before_seq", "times", "last_at")
+    list_filter = ("tool",)
+    raw_id_fields = ("run",)

@@ -474,6 +474,35 @@ class RateBucket(models.Model):
         return f"{self.key_id}: {self.tokens:.1f}"
 
 
+class StoppedCall(models.Model):
+    """A call the live guard answered `stop` for: the agent was told not to make it (a hook
+    denied it, the Python guard did not run it). It is not a step, and analysis never sees
+    it; asking again at the same point of the run counts in `times`."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="stopped_calls")
+    before_seq = models.PositiveIntegerField()  # the run's next seq when asked
+    tool = models.CharField(max_length=200)
+    args = models.TextField(blank=True)  # the arguments as JSON text, cut to ARGS_SHOWN
+    message = models.TextField()  # what the agent was told
+    detectors = ArrayField(models.CharField(max_length=40), default=list)
+    times = models.PositiveIntegerField(default=1)
+    first_at = models.DateTimeField(default=timezone.now)
+    last_at = models.DateTimeField(default=timezone.now)
+
+    ARGS_SHOWN = 2000
+
+    class Meta:
+        ordering = ["run", "before_seq"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "before_seq", "tool"], name="one_stopped_call_per_point"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} stopped before #{self.before_seq} of run {self.run_id}"
+
+
 class LedgerRow(models.Model):
     """One repeated tool call in a run's progress ledger (calls that were new are not stored).
 

@@ -307,6 +307,7 @@ def _live_run_out(run: Run) -> dict:
         "steps": run.step_count,
         "verdict": run.verdict,
         "live": run.live,
+        "stopped_calls": run.stopped_calls.count(),
     }
 
 

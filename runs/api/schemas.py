@@ -278,7 +278,8 @@ class LiveOpenIn(Schema):
 
 
 class LiveRunOut(Schema):
-    """A live run: its id, page, steps so far, verdict, and whether it is still live."""
+    """A live run: its id, page, steps so far, verdict, whether it is still live, and how
+    many calls the guard stopped (a `stop` answer to a check)."""
 
     run_id: int
     external_id: str
@@ -286,6 +287,7 @@ class LiveRunOut(Schema):
     steps: int
     verdict: str
     live: bool
+    stopped_calls: int
 
 
 class AppendIn(Schema):

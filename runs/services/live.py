@@ -15,6 +15,7 @@ model is made unless a finding fires.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from django.utils import timezone
 
 import detection
 
-from ..models import Finding, Project, Run, Step, Verdict
+from ..models import Finding, Project, Run, Step, StoppedCall, Verdict
 from . import alerts, analysis, live_state, policy, queue, storage
 
 LIVE_FORMAT = "live"  # the format of runs opened through the live API
@@ -263,7 +264,9 @@ def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
 def check_live(project: Project, external_id: str, tool: str, args: Any = None) -> detection.Check:
     """Would `tool(args)` be a loop next in this live run? An unknown run has seen nothing.
 
-    Raises policy.PolicyInvalid when the project's policy cannot be used.
+    A `stop` is kept as the run's StoppedCall at this point (the agent is told not to make
+    the call), so the run page shows what the guard stopped. Raises policy.PolicyInvalid
+    when the project's policy cannot be used.
     """
     found = _session_run(project, external_id)
     if found is None:
@@ -272,7 +275,48 @@ def check_live(project: Project, external_id: str, tool: str, args: Any = None) 
     watch = live_state.watch(run_id, live_state.engine_policy(project, version))
     with watch.lock:
         watch.catch_up(run_id, next_seq)
-        return watch.monitor.check(tool, args)
+        answer = watch.monitor.check(tool, args)
+        before_seq = watch.seen
+    if answer.verdict == Verdict.STOP:
+        _keep_stopped(run_id, before_seq, tool, args, answer)
+    return answer
+
+
+# One row per point of the run and tool: asking again there counts, racing asks included.
+STOPPED_SQL = f"""
+INSERT INTO {StoppedCall._meta.db_table} AS c
+    (run_id, before_seq, tool, args, message, detectors, times, first_at, last_at)
+VALUES (%(run)s, %(seq)s, %(tool)s, %(args)s, %(message)s, %(detectors)s::varchar(40)[], 1,
+        %(now)s, %(now)s)
+ON CONFLICT (run_id, before_seq, tool) DO UPDATE SET times = c.times + 1,
+    last_at = EXCLUDED.last_at, message = EXCLUDED.message, detectors = EXCLUDED.detectors
+"""
+
+
+def _keep_stopped(
+    run_id: int, before_seq: int, tool: str, args: Any, answer: detection.Check
+) -> None:
+    """Keep (or count again) the call the guard just answered `stop` for; nothing when the
+    run was deleted meanwhile."""
+    try:
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        shown = repr(args)
+    detectors = sorted({f.detector for f in answer.findings if f.severity == Verdict.STOP})
+    params = {
+        "run": run_id,
+        "seq": before_seq,
+        "tool": storage.clean_text(tool[:200]),
+        "args": storage.clean_text(shown[: StoppedCall.ARGS_SHOWN]) if args is not None else "",
+        "message": storage.clean_text(answer.message[:4000]),
+        "detectors": [d[:40] for d in detectors],
+        "now": timezone.now(),
+    }
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(STOPPED_SQL, params)
+    except IntegrityError:  # the run is gone: there is nothing to show it on
+        pass
 
 
 def end_run(project: Project, external_id: str) -> Run | None:

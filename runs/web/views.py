@@ -88,6 +88,7 @@ def _int(value: str | None, default: int | None = 0) -> int | None:
 
 
 FINDINGS_SHOWN = 40
+STOPPED_SHOWN = 20  # calls the guard stopped, listed above the findings
 
 
 def _read_by_notice(read_by: object) -> str:
@@ -108,6 +109,7 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
     findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
     more_findings = run.findings.count() - FINDINGS_SHOWN if len(findings) > FINDINGS_SHOWN else 0
     findings = findings if all_findings else findings[:FINDINGS_SHOWN]
+    stopped = list(run.stopped_calls.all()[: STOPPED_SHOWN + 1])
     judged = labels_service.for_findings(run, findings)
     for finding in findings:
         finding.label = judged.get(finding.pk)  # what _label.html shows
@@ -117,6 +119,8 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
         "run": run,
         "findings": findings,
         "more_findings": more_findings,
+        "stopped_calls": stopped[:STOPPED_SHOWN],
+        "more_stopped": len(stopped) > STOPPED_SHOWN,
         "label_reasons": labels_service.REASONS,
         "facts": [
             (label, str(meta[key])[:120])

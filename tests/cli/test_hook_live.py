@@ -68,9 +68,9 @@ def claude(event: str, session: str, n: int, **fields) -> dict:
 
 
 def test_install_then_a_looping_session_is_denied_at_the_fourth_failing_call(
-    env, tmp_path, live_server, key, project
+    env, tmp_path, live_server, key, project, client, user
 ):
-    from runs.models import Run
+    from runs.models import Run, StoppedCall
 
     app = tmp_path / "app"
     app.mkdir()
@@ -111,6 +111,12 @@ def test_install_then_a_looping_session_is_denied_at_the_fourth_failing_call(
     assert steps == [("Bash", "error")] * 3
     page = live_server.url + live.get_absolute_url()
     assert page.endswith(f"/runs/{live.pk}/")
+    [stopped] = StoppedCall.objects.filter(run=live)  # the denied call, shown on the page
+    assert (stopped.tool, stopped.before_seq) == ("Bash", 3)
+    assert stopped.message == denied["permissionDecisionReason"]
+    client.force_login(user)
+    html = client.get(live.get_absolute_url()).content.decode()
+    assert "Stopped by the guard" in html and "make test" in html
 
     assert run(command["Stop"], claude("Stop", "sess-loop", 0, stop_hook_active=False), hook_env) == (None, "")  # fmt: skip
     live.refresh_from_db()

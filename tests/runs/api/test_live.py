@@ -18,7 +18,7 @@ def test_open_is_idempotent_and_answers_the_run(api):
     assert first.status_code == 200, first.content
     body = first.json()
     assert body["external_id"] == "sess-1" and body["live"] is True
-    assert body["steps"] == 0 and body["verdict"] == "ok"
+    assert body["steps"] == 0 and body["verdict"] == "ok" and body["stopped_calls"] == 0
     assert body["url"] == f"/runs/{body['run_id']}/"
     again = post(api, "", {"external_id": "sess-1"})
     assert again.json()["run_id"] == body["run_id"]

@@ -55,3 +55,23 @@ def test_another_users_live_run_page_is_404(api, client, other_project):
     run_id = append(api, [SEARCH])["run_id"]
     client.force_login(get_user_model().objects.get(username="mallory"))
     assert client.get(f"/runs/{run_id}/live/?after=0").status_code == 404
+
+
+def test_a_call_the_guard_stopped_shows_on_the_live_page_escaped(api, client_in):
+    script = {"command": "<script>alert(1)</script> && make"}
+    failing = {"tool": "Bash", "args": script, "result": "Error: exit 2", "status": "error"}
+    run_id = append(api, [failing, failing, failing])["run_id"]
+    poll = client_in.get(f"/runs/{run_id}/live/?after=3", HTTP_HX_REQUEST="true")
+    assert "Stopped by the guard" not in poll.content.decode()
+
+    check = api.post(
+        "/api/live/runs/page/check", {"tool": "Bash", "args": script},
+        content_type="application/json",
+    )  # fmt: skip
+    assert check.json()["verdict"] == "stop"
+    poll = client_in.get(f"/runs/{run_id}/live/?after=3", HTTP_HX_REQUEST="true")
+    html = poll.content.decode()
+    assert "Stopped by the guard" in html and "before step" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    assert f'href="/runs/{run_id}/?from=2#step-2">#3</a>' in html
+    assert api.get("/api/live/runs/page").json()["stopped_calls"] == 1

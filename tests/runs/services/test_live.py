@@ -340,3 +340,69 @@ def test_the_cached_policy_follows_every_saved_change(project, django_user_model
     assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "warn"
     live.append_steps(project, "tuned", [SEARCH])
     assert live.check_live(project, "tuned", "web_search", {"q": "same"}).verdict == "stop"
+
+
+FAILING = {"tool": "Bash", "args": {"command": "make test"}, "result": "Error: exit 2"}
+
+
+def _failing_session(project, session: str, times: int = 3) -> None:
+    from runs.services import live
+
+    for i in range(times):
+        live.append_steps(project, session, [{**FAILING, "status": "error", "id": f"f{i}"}])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stop_answer_is_kept_as_the_call_the_guard_stopped(project):
+    from runs.models import Run, StoppedCall
+    from runs.services import live
+
+    _failing_session(project, "stopping")
+    ok = live.check_live(project, "stopping", "Read", {"path": "Makefile"})
+    assert ok.verdict != "stop" and not StoppedCall.objects.exists()
+    answer = live.check_live(project, "stopping", "Bash", FAILING["args"])
+    assert answer.verdict == "stop"
+    [stopped] = StoppedCall.objects.all()
+    run = Run.objects.get(external_id="stopping")
+    assert (stopped.run_id, stopped.before_seq, stopped.tool) == (run.pk, 3, "Bash")
+    assert stopped.args == '{"command": "make test"}' and stopped.message == answer.message
+    assert stopped.detectors and stopped.times == 1
+    live.check_live(project, "stopping", "Bash", FAILING["args"])  # asked again, same point
+    stopped.refresh_from_db()
+    assert stopped.times == 2 and StoppedCall.objects.count() == 1
+    assert run.steps.count() == 3  # a stopped call is no step: analysis never sees it
+
+    live.append_steps(project, "stopping", [{"tool": "Read", "args": {"path": "Makefile"}}])
+    live.check_live(project, "stopping", "Bash", FAILING["args"])  # later: another point
+    assert list(StoppedCall.objects.values_list("before_seq", "times")) == [(3, 2), (4, 1)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_answers_racing_at_one_point_are_each_counted_once(project):
+    import threading
+
+    from django.db import connection
+
+    from runs.models import StoppedCall
+    from runs.services import live, live_state
+
+    _failing_session(project, "raced-stop")
+    start, errors = threading.Barrier(6), []
+
+    def ask() -> None:
+        try:
+            start.wait(10)
+            assert live.check_live(project, "raced-stop", "Bash", FAILING["args"]).verdict == "stop"
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    live_state.clear()  # each thread catches up on its own: the point is read under the lock
+    threads = [threading.Thread(target=ask) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert list(StoppedCall.objects.values_list("before_seq", "times")) == [(3, 6)]
