@@ -10,7 +10,8 @@ An append is the hot path of the guard, so it costs a fixed number of statements
 run's length: one lookup (the run and the policy version), then in one transaction the row
 lock (which also reads the step ids the batch repeats), the catch-up read only when another
 process appended since, and one statement that inserts the steps and updates the run. No
-model is made unless a finding fires.
+model is made unless a finding fires; then the findings are written and the run's loop
+issues regrouped, in the same transaction.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from django.utils import timezone
 import detection
 
 from ..models import Finding, Project, Run, Step, StoppedCall, Verdict
-from . import alerts, analysis, live_state, policy, queue, storage
+from . import alerts, analysis, issues, live_state, policy, queue, storage
 
 LIVE_FORMAT = "live"  # the format of runs opened through the live API
 MAX_TOOLS = 200  # tool names a run row lists
@@ -216,9 +217,12 @@ def _append_locked(
         detectors = sorted({*detectors, *(f.detector for f in fired if f.severity != "info")})
     _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors)
     if fired:
-        run = Run(pk=run_id, project=project)
+        run = Run.objects.get(pk=run_id)  # locked, and just written: as analysis reads it
         _store_fired(run, fired)
-        alerts.on_live_findings(run, fired)  # queued on commit: the append does not wait
+        # Its loop issues follow as they fire (the final analysis regroups the run: its
+        # share is taken away and added again), and a new or regressed one alerts now.
+        events = issues.group_runs([run])
+        alerts.on_live_findings(run, fired, events)  # queued on commit: the append goes on
     return Appended(run_id, seqs, fired, verdict)
 
 

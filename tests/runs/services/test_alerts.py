@@ -557,3 +557,20 @@ def test_a_host_that_does_not_resolve_at_send_time_is_retried(settings):
     settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = False
     outcome = delivery.post("https://loopboard-test.invalid/hook", b"{}", {})
     assert outcome.retry and "does not resolve" in outcome.error
+
+
+def test_a_live_runs_new_loop_issue_alerts_while_it_runs(project, eager, receivers):
+    receiver = receivers()
+    channel, _ = webhook(project, receiver.url)
+    rule(project, channel, kind="issue", name="issues")
+    calls = [{"tool": "web_search", "args": {"q": "same"}, "result": {"results": []}}]
+    with eager():
+        for _ in range(8):
+            live.append_steps(project, "session-issue", calls)
+    [issue] = LoopIssue.objects.filter(project=project)
+    [request] = receiver.requests
+    assert request["json"]["event"] == "new" and request["json"]["issue"]["id"] == issue.pk
+    with eager():
+        live.end_run(project, "session-issue")  # analyzed: the same issue, not new again
+    assert LoopIssue.objects.filter(project=project).count() == 1
+    assert len(receiver.requests) == 1

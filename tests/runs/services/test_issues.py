@@ -636,3 +636,26 @@ def test_a_run_deleted_while_it_is_analyzed_is_counted_once_or_not_at_all(projec
     assert not Run.objects.filter(pk=runs[1].pk).exists()
     _assert_kept_equals_recount(issue)
     assert (issue.run_count, issue.last_run_id) == (1, runs[0].pk)
+
+
+def test_a_live_run_joins_its_loop_issue_as_the_loop_fires_and_keeps_it_exact(project):
+    from runs.services import live
+
+    upload(project, search_loop("pg18 release", ts=1764489600), "before.jsonl")
+    issue = _only_issue()
+    calls = [{"tool": "web_search", "args": {"query": "pg18 jit", "request_id": "x"},
+              "result": {"results": []}}]  # fmt: skip
+    for _ in range(3):
+        live.append_steps(project, "live-1", calls)
+    issue.refresh_from_db()
+    assert issue.run_count == 2  # while the run is still live
+    _assert_kept_equals_recount(issue)
+    for _ in range(4):  # the loop goes on: its share grows, still counted once
+        live.append_steps(project, "live-1", calls)
+    _assert_kept_equals_recount(issue)
+
+    run = Run.objects.get(external_id="live-1")
+    live.end_run(project, "live-1")
+    analysis.analyze_run(run.pk)  # the final analysis regroups it
+    _assert_kept_equals_recount(issue)
+    assert issue.run_count == 2 and LoopIssue.objects.count() == 1
