@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from celery.signals import worker_ready
 from django.db import OperationalError
 
@@ -82,8 +84,14 @@ def deliver(self, alert_id: int, channel_id: int) -> None:
 
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
 def evaluate_alert_rules() -> None:
-    """Measure the rate rules over their windows (beat, every minute)."""
-    alerts.evaluate_rate_rules()
+    """Queue the measure of each rate rule over its window (beat, every minute)."""
+    alerts.queue_rate_rules()
+
+
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY)
+def evaluate_rate_rule(rule_id: int, now: str) -> None:
+    """Measure one rate rule at `now` (ISO 8601) and fire it if its level changed."""
+    alerts.evaluate_rate_rule(rule_id, datetime.fromisoformat(now))
 
 
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)

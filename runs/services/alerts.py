@@ -413,30 +413,50 @@ def issue_payload(rule: AlertRule, issue: LoopIssue, what: str) -> dict:
 
 
 def evaluate_rate_rules(now: datetime | None = None) -> list[Alert]:
-    """Measure every enabled rate rule over its window ending `now`, and fire those whose
-    level (ok, warn, alert) changed, recovering to ok included.
+    """Measure every enabled rate rule over its window ending `now`, one after the other, and
+    fire those whose level changed (`evaluate_rate_rule`). Beat instead queues a task per
+    rule (`queue_rate_rules`), so many projects' rules are measured by all the workers."""
+    now = now or timezone.now()
+    fired = (evaluate_rate_rule(rule_id, now) for rule_id in rate_rule_ids())
+    return [alert for alert in fired if alert is not None]
+
+
+def rate_rule_ids() -> list[int]:
+    """The enabled rate rules, in id order."""
+    rules = AlertRule.objects.filter(kind=AlertRule.Kind.RATE, enabled=True).order_by("pk")
+    return list(rules.values_list("pk", flat=True))
+
+
+def queue_rate_rules(now: datetime | None = None) -> int:
+    """Queue the measure of every enabled rate rule at `now` (beat, every minute); return
+    how many were queued."""
+    ids = rate_rule_ids()
+    queue.queue_rate_rules(ids, now or timezone.now())
+    return len(ids)
+
+
+def evaluate_rate_rule(rule_id: int, now: datetime) -> Alert | None:
+    """Measure one rate rule over its window ending `now`, and fire it when its level (ok,
+    warn, alert) changed, recovering to ok included; None when it did not fire (or is gone
+    or disabled).
 
     The level is compared and written under the rule's row lock, and the key names the
     minute and the level, so two beats evaluating at once fire once.
     """
-    now = now or timezone.now()
-    fired = []
-    for rule in AlertRule.objects.filter(kind=AlertRule.Kind.RATE, enabled=True).select_related(
-        "project"
-    ):
-        value, runs = measure(rule, now)
-        with transaction.atomic():
-            locked = AlertRule.objects.select_for_update().get(pk=rule.pk)
-            level = level_for(locked, value)
-            if level == locked.state:
-                continue
-            previous = locked.state
-            locked.state, locked.state_changed_at = level, now
-            locked.save(update_fields=["state", "state_changed_at"])
-            payload = rate_payload(locked, value, runs, previous, now)
-            if alert := fire(locked, f"rate:{rule.pk}:{now:%Y-%m-%dT%H:%M}:{level}", payload):
-                fired.append(alert)
-    return fired
+    rule = AlertRule.objects.filter(pk=rule_id, kind=AlertRule.Kind.RATE, enabled=True).first()
+    if rule is None:
+        return None
+    value, runs = measure(rule, now)
+    with transaction.atomic():
+        locked = AlertRule.objects.select_for_update().get(pk=rule.pk)
+        level = level_for(locked, value)
+        if level == locked.state:
+            return None
+        previous = locked.state
+        locked.state, locked.state_changed_at = level, now
+        locked.save(update_fields=["state", "state_changed_at"])
+        payload = rate_payload(locked, value, runs, previous, now)
+        return fire(locked, f"rate:{rule.pk}:{now:%Y-%m-%dT%H:%M}:{level}", payload)
 
 
 def window_runs(rule: AlertRule, now: datetime):  # type: ignore[no-untyped-def]

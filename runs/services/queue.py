@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from urllib.parse import urlsplit
 
 import redis
@@ -69,6 +70,13 @@ def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
     events = [(event.issue_id, event.kind) for event in issue_events]
     if run_ids or events:
         tasks.send_alerts.delay_on_commit(run_ids, events)
+
+
+def queue_rate_rules(rule_ids: Iterable[int], now: datetime) -> None:
+    """Measure each of these rate rules at `now`, a task per rule (at once: beat is in no
+    transaction)."""
+    for rule_id in rule_ids:
+        tasks.evaluate_rate_rule.delay(rule_id, now.isoformat())
 
 
 def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:

@@ -574,3 +574,25 @@ def test_a_live_runs_new_loop_issue_alerts_while_it_runs(project, eager, receive
         live.end_run(project, "session-issue")  # analyzed: the same issue, not new again
     assert LoopIssue.objects.filter(project=project).count() == 1
     assert len(receiver.requests) == 1
+
+
+def test_beat_queues_a_task_per_rate_rule_and_each_fires_on_its_own(
+    project, other_project, eager, receivers
+):
+    mine, theirs = receivers(), receivers()
+    now = timezone.now()
+    for target, receiver in ((project, mine), (other_project, theirs)):
+        channel, _ = webhook(target, receiver.url)
+        rule(target, channel, kind="rate", name="share", metric="flagged_share",
+             window_minutes=60, warn_threshold=0.3, alert_threshold=0.6)  # fmt: skip
+    rule(project, kind="rate", name="off", metric="flagged_share", warn_threshold=0.1,
+         enabled=False)  # fmt: skip
+    make_runs(project, now, ok=6, stop=4)  # 0.4: warn
+    make_runs(other_project, now, ok=2, stop=8)  # 0.8: alert
+    with eager():
+        assert alerts.queue_rate_rules(now) == 2  # the disabled rule is not queued
+    assert [r["json"]["rate"]["level"] for r in mine.requests] == ["warn"]
+    assert [r["json"]["rate"]["level"] for r in theirs.requests] == ["alert"]
+    with eager():  # the same minute again (a second beat): nothing fires twice
+        alerts.queue_rate_rules(now)
+    assert len(mine.requests) == len(theirs.requests) == 1
