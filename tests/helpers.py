@@ -44,3 +44,51 @@ def healthy_trace() -> bytes:
         call("edit_file", {"path": "a.py", "new": "x = 2"}, "ok"),
         call("bash", {"command": "pytest"}, "1 passed"),
     )
+
+
+def hold_and_race(hold, race, *, wait: float = 0.5) -> list[BaseException]:
+    """Run `hold()` in a thread inside a transaction that stays open after it returns; then
+    run `race()` in a second thread and check that it waits (still running after `wait`
+    seconds: blocked on a lock that `hold` took). Then commit `hold`'s transaction and let
+    both finish. Each thread uses its own database connection (a `transaction=True` test).
+
+    Returns what either thread raised (empty when both ran through); fails the test when
+    `race` did not wait.
+    """
+    import threading
+
+    from django.db import connection, transaction
+
+    held, release, errors = threading.Event(), threading.Event(), []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                hold()
+                held.set()
+                release.wait(10)
+        except BaseException as exc:  # reported to the caller
+            errors.append(exc)
+        finally:
+            held.set()
+            connection.close()
+
+    def racer() -> None:
+        try:
+            race()
+        except BaseException as exc:  # reported to the caller
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    first, second = threading.Thread(target=holder), threading.Thread(target=racer)
+    first.start()
+    assert held.wait(10), "the holding transaction did not start"
+    second.start()
+    second.join(wait)
+    waited = second.is_alive()
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert waited or errors, "the second thread did not wait for the first's transaction"
+    return errors

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from runs.models import Finding, IssueDay, IssueRun, LoopIssue, Run, ToolPolicy, Trace
 from runs.services import analysis, deletion, ingest, issues
-from tests.helpers import call, healthy_trace, message, native_jsonl
+from tests.helpers import call, healthy_trace, hold_and_race, message, native_jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -252,33 +252,11 @@ def test_a_grouping_waits_for_the_other_workers_commit_and_counts_it(project):
         trace, _ = ingest.store_trace(project, search_loop(name, ts=ts), name=name)
         ingest.ingest_trace(trace.pk)
         runs.append(trace.runs.get())
-    grouped, release = threading.Event(), threading.Event()
-
-    def first() -> None:
-        try:
-            with transaction.atomic():
-                analysis.analyze_run(runs[0].pk)
-                grouped.set()
-                release.wait(10)  # holds the new issue's row until released
-        finally:
-            connection.close()
-
-    def second() -> None:
-        try:
-            analysis.analyze_run(runs[1].pk)
-        finally:
-            connection.close()
-
-    one = threading.Thread(target=first)
-    one.start()
-    assert grouped.wait(10)
-    two = threading.Thread(target=second)
-    two.start()
-    two.join(0.5)
-    assert two.is_alive()  # waiting on the first's uncommitted issue
-    release.set()
-    one.join(10)
-    two.join(10)
+    # the second waits on the first's uncommitted issue, then counts with it
+    errors = hold_and_race(
+        lambda: analysis.analyze_run(runs[0].pk), lambda: analysis.analyze_run(runs[1].pk)
+    )
+    assert errors == []
     issue = _only_issue()
     assert (issue.run_count, issue.finding_count) == (2, 2)
 
@@ -511,39 +489,12 @@ def test_two_reanalyses_in_one_issue_at_once_take_turns_and_keep_it_exact(projec
     ]
     issue = _only_issue()
     ToolPolicy.objects.create(project=project, tool="web_search", warn=6, stop=20)
-    grouped, release = threading.Event(), threading.Event()
-    errors = []
-
-    def first() -> None:  # its loop is gone under the new policy: it leaves the issue
-        try:
-            with transaction.atomic():
-                analysis.analyze_run(runs[0].pk)
-                grouped.set()
-                release.wait(10)  # holds the issue's row until released
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    def second() -> None:  # the issue's last run, still looping: taken away and added again
-        try:
-            analysis.analyze_run(runs[2].pk)
-        except Exception as exc:  # noqa: BLE001 - reported below (a deadlock was one)
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    one = threading.Thread(target=first)
-    one.start()
-    assert grouped.wait(10)
-    two = threading.Thread(target=second)
-    two.start()
-    two.join(0.5)
-    assert two.is_alive()  # waits on the issue's row
-    release.set()
-    one.join(10)
-    two.join(10)
-    assert errors == []
+    # the first's loop is gone under the new policy: it leaves the issue, holding its row;
+    # the second is the issue's last run, still looping: taken away and added again
+    errors = hold_and_race(
+        lambda: analysis.analyze_run(runs[0].pk), lambda: analysis.analyze_run(runs[2].pk)
+    )
+    assert errors == []  # a deadlock was one
     _assert_kept_equals_recount(issue)
     assert (issue.run_count, issue.first_run_id, issue.waste_tokens) == (2, runs[1].pk, None)
 
@@ -600,38 +551,11 @@ def test_a_run_deleted_while_it_is_analyzed_is_counted_once_or_not_at_all(projec
     runs = [upload(project, search_loop(f"q{i}", ts=1764489600 + i * 86400), f"{i}.jsonl")
             for i in range(2)]  # fmt: skip
     issue = _only_issue()
-    analyzing, release = threading.Event(), threading.Event()
-    errors = []
-
-    def analyze() -> None:  # a re-analysis that holds the run's row, then commits
-        try:
-            with transaction.atomic():
-                analysis.analyze_run(runs[1].pk)
-                analyzing.set()
-                release.wait(10)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    def delete() -> None:
-        try:
-            deletion.delete_runs(Run.objects.filter(pk=runs[1].pk))
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    one = threading.Thread(target=analyze)
-    one.start()
-    assert analyzing.wait(10)
-    two = threading.Thread(target=delete)
-    two.start()
-    two.join(0.5)
-    assert two.is_alive()  # waits on the run's row
-    release.set()
-    one.join(10)
-    two.join(10)
+    # a re-analysis holds the run's row; the deletion waits for it, then takes it all away
+    errors = hold_and_race(
+        lambda: analysis.analyze_run(runs[1].pk),
+        lambda: deletion.delete_runs(Run.objects.filter(pk=runs[1].pk)),
+    )
     assert errors == []
     assert not Run.objects.filter(pk=runs[1].pk).exists()
     _assert_kept_equals_recount(issue)

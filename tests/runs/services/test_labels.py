@@ -13,7 +13,7 @@ import detection
 from runs.models import Finding, Label, LoopIssue
 from runs.services import analysis, labels, policy
 from runs.services.scoring import Judged, Score, score
-from tests.helpers import call, healthy_trace, looping_trace, message, native_jsonl
+from tests.helpers import call, healthy_trace, hold_and_race, looping_trace, message, native_jsonl
 
 
 def finding(detector: str, tool: str | None, seqs: tuple[int, ...], severity: str = "warn"):
@@ -253,41 +253,19 @@ def test_a_finding_replaced_before_the_label_is_stored_is_labeled_by_its_identit
 
 @pytest.mark.django_db(transaction=True)
 def test_labeling_waits_for_a_re_analysis_holding_the_run(user, project, process):
-    import threading
-
-    from django.db import connection, transaction
-
     from runs.models import Run
 
     run = process(project, looping_trace(6), name="stuck.jsonl").runs.get()
     target = first_alarm(run)
-    locked, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def reanalysis() -> None:  # what analysis.write does: lock the run, replace the findings
-        try:
-            with transaction.atomic():
-                list(Run.objects.select_for_update().filter(pk=run.pk))
-                Finding.objects.filter(run=run).delete()
-                locked.set()
-                release.wait(10)
-        finally:
-            connection.close()
+        list(Run.objects.select_for_update().filter(pk=run.pk))
+        Finding.objects.filter(run=run).delete()
 
-    def label() -> None:
-        try:
-            labels.label_finding(user, target, "false", "polling")
-        finally:
-            done.set()
-            connection.close()
-
-    first = threading.Thread(target=reanalysis)
-    first.start()
-    assert locked.wait(10)
-    second = threading.Thread(target=label)
-    second.start()
-    assert not done.wait(0.5)  # blocked on the run's row
-    release.set()
-    first.join(10)
-    second.join(10)
+    # the label waits on the run's row, then finds its finding gone
+    errors = hold_and_race(
+        reanalysis, lambda: labels.label_finding(user, target, "false", "polling")
+    )
+    assert errors == []
     label_row = Label.objects.get()
     assert label_row.finding_id is None and label_row.reason == "polling"
