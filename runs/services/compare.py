@@ -15,6 +15,21 @@ digest of its text otherwise. Matched keys whose result or status differ are "ch
 steps left between matches are paired again by tool (or kind) with the same diff, and a pair
 found there is "changed" too (same tool, other arguments). Every step of both runs appears in
 exactly one row, in order.
+
+Two paired steps of the same status whose results differ only in volatile values are not
+"changed" in their result: the row says so (`Row.volatile`) and counts as equal when nothing
+else differs (`Comparison.volatile_only` counts those). The rule: the two results give the
+same `fingerprints.scrub_value` text and, for failed calls, their errors name the same exit
+code and HTTP status (`detection.keys.error_fault`). So ids, hashes, UUIDs, timestamps, URLs,
+paths and numbers inside text are volatile, and so are the values under volatile keys
+(`request_id`, `timestamp`, `duration_ms`...); other words, quoted strings, an error's class
+and a JSON number (`{"lines": 10}` against `{"lines": 99999}`) are not. When the statuses
+differ, the results stay "changed", so that their diff shows beside the new status.
+
+Only the results of pairs whose digests differ are read (once per digest, in row order) and
+scrubbed in Python. A result longer than `VOLATILE_CHARS` as JSON text stays "changed", as
+when in doubt; so do the results left once `VOLATILE_BUDGET` characters have been scrubbed,
+and the page says so (`Comparison.volatile_bounded`).
 """
 
 from __future__ import annotations
@@ -26,17 +41,25 @@ from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import Any
 
+import orjson
 from django.db import connection
 from django.db.models import Q
 
+from detection.keys import error_fault
+
 from ..models import Finding, Run, Step
+from .fingerprints import FAILED, scrub_value
 
 MAX_EDITS = 600  # Myers's D cap in one gap: its cost grows as D²
 EDIT_BUDGET = 1_500_000  # Myers inner steps for one whole comparison
 GREEDY_WINDOW = 200  # how far the greedy fallback looks ahead for a match
 QUICK_EDITS = 100  # a gap first tries Myers this far before anchoring on unique keys
 MAX_DEPTH = 40  # anchoring recursion: deeper gaps go straight to Myers
+VOLATILE_CHARS = 32_000  # a longer result (JSON text) is never scrubbed: it stays "changed"
+VOLATILE_BUDGET = 2_000_000  # characters of results scrubbed for one whole comparison
+VOLATILE_BATCH = 250  # pairs whose results are read in one query per side
 
 Pair = tuple[int | None, int | None]
 Matcher = Callable[[list[int], list[int]], list[tuple[int, int]] | None]
@@ -310,6 +333,7 @@ class Row:
     left: int | None  # index into Comparison.left_steps
     right: int | None
     changed: tuple[str, ...] = ()  # "args", "result", "status", "text"
+    volatile: tuple[str, ...] = ()  # what differs only in volatile values: "result"
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +368,9 @@ class Comparison:
     bounded: bool
     left_loop: LoopStart | None
     right_loop: LoopStart | None
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # rows by kind
+    volatile_only: int = 0  # equal rows whose results differ only in volatile values
+    volatile_bounded: bool = False  # some changed results were not read (VOLATILE_BUDGET)
 
     def totals(self, side: str) -> Totals:
         """Return a side's steps, calls, tokens, cost and duration (None when untimed)."""
@@ -475,6 +501,120 @@ def _outcome_differences(a: StepFacts, b: StepFacts) -> tuple[str, ...]:
     return tuple(what)
 
 
+# The results of some steps as JSON text, when not longer than a limit.
+_RESULTS_SQL = """
+SELECT seq, result::text FROM runs_step
+WHERE run_id = %s AND seq = ANY(%s::integer[]) AND length(result::text) <= %s ORDER BY seq
+"""
+
+
+def settle_volatile(
+    left: Run,
+    right: Run,
+    left_steps: list[StepFacts],
+    right_steps: list[StepFacts],
+    rows: list[Row],
+) -> tuple[list[Row], bool]:
+    """Return the rows with "result" taken out of what changed, and into `Row.volatile`,
+    where two results differ only in volatile values (see the module's docstring), and
+    whether the budget ran out before every changed result was read."""
+    todo = [
+        n
+        for n, row in enumerate(rows)
+        if "result" in row.changed and "status" not in row.changed  # the same status
+    ]
+    results = _Results(VOLATILE_BUDGET)
+    out = list(rows)
+    for start in range(0, len(todo), VOLATILE_BATCH):
+        batch = todo[start : start + VOLATILE_BATCH]
+        pairs = [(left_steps[rows[n].left], right_steps[rows[n].right]) for n in batch]  # type: ignore[index]
+        texts = results.fetch(left, [a for a, _ in pairs]) | results.fetch(
+            right, [b for _, b in pairs]
+        )
+        for n, (a, b) in zip(batch, pairs, strict=True):
+            if not (results.scrub(a, texts) and results.scrub(b, texts)):
+                return out, True
+            if results.volatile_only(a, b):
+                row = rows[n]
+                changed = tuple(what for what in row.changed if what != "result")
+                kind = CHANGED if changed else EQUAL
+                out[n] = Row(kind, row.left, row.right, changed, ("result",))
+    return out, False
+
+
+class _Results:
+    """The scrubbed results of one comparison, each scrubbed once (by digest), within a budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.texts: dict[str, str | None] = {}  # digest -> scrubbed text (None: too long)
+        self.codes: dict[str, str] = {}  # digest -> exit code and HTTP status (failed calls)
+        self.budget = budget  # characters of JSON text left to scrub
+
+    def fetch(self, run: Run, steps: list[StepFacts]) -> dict[str, str]:
+        """Return {digest: JSON text} of these steps' results still to scrub, leaving out
+        those longer than VOLATILE_CHARS."""
+        wanted: dict[str, int] = {}  # digest -> the seq of one step to read it from
+        for step in steps:
+            status, digest = step.outcome
+            if digest is not None and not self._done(digest, status in FAILED):
+                wanted.setdefault(digest, step.seq)
+        if not wanted:
+            return {}
+        seqs = {seq: digest for digest, seq in wanted.items()}
+        with connection.cursor() as cursor:
+            cursor.execute(_RESULTS_SQL, [run.pk, list(seqs), VOLATILE_CHARS])
+            return {seqs[seq]: text for seq, text in cursor.fetchall()}
+
+    def scrub(self, step: StepFacts, fetched: dict[str, str]) -> bool:
+        """Scrub a step's result from its fetched text unless done; False past the budget."""
+        status, digest = step.outcome
+        if digest is None or self._done(digest, status in FAILED):
+            return True
+        text = fetched.get(digest)  # None: longer than VOLATILE_CHARS
+        if text is not None and len(text) > self.budget:
+            return False
+        try:
+            result = orjson.loads(text) if text is not None else None
+        except orjson.JSONDecodeError:  # nested deeper than orjson reads: as too long
+            text = None
+        if text is None:
+            self.texts[digest] = None  # it stays changed
+            return True
+        self.budget -= len(text)
+        self.texts[digest] = scrub_value(result)
+        if status in FAILED:
+            self.codes[digest] = _error_codes(result)
+        return True
+
+    def volatile_only(self, a: StepFacts, b: StepFacts) -> bool:
+        """Return whether two steps' scrubbed results, of the same status, differ only in
+        volatile values."""
+        text_a, text_b = self._text(a), self._text(b)
+        if text_a is None or text_a != text_b:
+            return False
+        if a.outcome[0] in FAILED:
+            code_a = self.codes.get(a.outcome[1] or "")
+            return code_a is not None and code_a == self.codes.get(b.outcome[1] or "")
+        return True
+
+    def _done(self, digest: str, failed: bool) -> bool:
+        """Return whether a result is scrubbed (with its codes, for a failed call) or too long."""
+        if digest not in self.texts:
+            return False
+        return self.texts[digest] is None or not failed or digest in self.codes
+
+    def _text(self, step: StepFacts) -> str | None:
+        digest = step.outcome[1]
+        return scrub_value(None) if digest is None else self.texts.get(digest)
+
+
+def _error_codes(result: Any) -> str:
+    """Return the exit code and HTTP status a failed call's result names: never volatile."""
+    fault = error_fault(result)
+    exit_code = fault.key.partition("exit=")[2].partition(";")[0]  # the key opens with them
+    return f"{exit_code};{fault.status}"
+
+
 def loop_start(run: Run) -> LoopStart | None:
     """Return where a run started to loop: its first warn or stop finding, by firing step."""
     finding = (
@@ -489,7 +629,8 @@ def loop_start(run: Run) -> LoopStart | None:
 
 
 # The last few comparisons of this process: paging through one and unfolding its stretches
-# would otherwise align the same two runs again on every request.
+# would otherwise align the same two runs again on every request. In memory only, so a new
+# version of this module never meets a Comparison made by an older one.
 _CACHE: OrderedDict[tuple, Comparison] = OrderedDict()
 _CACHE_PAIRS = 4
 _CACHE_LOCK = threading.Lock()  # threaded servers share the module
@@ -511,6 +652,7 @@ def compare_runs(left: Run, right: Run) -> Comparison:
         return replace(cached, left=left, right=right)
     left_steps, right_steps = step_facts(left), step_facts(right)
     rows, bounded = align_steps(left_steps, right_steps)
+    rows, volatile_bounded = settle_volatile(left, right, left_steps, right_steps, rows)
     comparison = Comparison(
         left=left,
         right=right,
@@ -521,6 +663,8 @@ def compare_runs(left: Run, right: Run) -> Comparison:
         left_loop=loop_start(left),
         right_loop=loop_start(right),
         counts=dict(Counter(row.kind for row in rows)),
+        volatile_only=sum(1 for row in rows if row.volatile and row.kind == EQUAL),
+        volatile_bounded=volatile_bounded,
     )
     with _CACHE_LOCK:
         _CACHE[key] = comparison

@@ -6,6 +6,7 @@ all fingerprint a finding the same way::
     fingerprint(finding, steps) -> str   # 16 hex digits
     describe(finding, steps) -> str      # the issue title, in words
     seqs_needed(finding) -> list[int]    # the steps of the run the two functions read
+    scrub_value(value) -> str            # a value's text without its run-specific parts
 
 ``finding`` is a ``detection.Finding``; ``steps`` are the run's ``detection.Step`` values, as
 a mapping seq -> step or any iterable of steps (only the steps at ``seqs_needed(finding)``
@@ -29,6 +30,7 @@ strings are replaced by placeholders before it counts.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -40,13 +42,14 @@ import detection
 from detection.catalogue import title
 from detection.keys import DEFAULT_VOLATILE, call_signature, error_fault
 
-__all__ = ["describe", "fingerprint", "seqs_needed", "shape"]
+__all__ = ["describe", "fingerprint", "scrub_value", "seqs_needed", "shape"]
 
 SEQS_READ = 12  # a cycle of MAX_PERIOD tools shows twice in 10 steps
 FAILED = frozenset({"error", "invalid"})
 ARGS_DETECTORS = frozenset({"repeat", "mutating_failure", "read_range", "near_repeat"})
 MAX_TEXT = 160
 MAX_KEYS = 30
+SCRUB_DEPTH = 32  # deeper values are compared as they are
 
 _HEX = re.compile(
     r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
@@ -60,6 +63,8 @@ _TIME = re.compile(
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|‘[^’\n]*’|“[^”\n]*”|<arg>")
 _PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.@+~-]+)+/?|\b[\w.@+-]+(?:/[\w.@+-]+)+/?")
+_DIGIT = re.compile(r"\d")
+_PREFIXED_ID = re.compile(r"\b[a-z]{2,12}[_-](?=[0-9a-z]*\d)[0-9a-z]{8,}\b", re.IGNORECASE)
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
 
@@ -144,7 +149,54 @@ def describe(finding: detection.Finding, steps: Any = ()) -> str:
     return f"{title(detector)}: {tool}"
 
 
+def scrub_value(value: Any) -> str:
+    """Return a JSON value as canonical text (keys sorted) with its run-specific parts
+    replaced, so that two values differ only in those when their texts are equal.
+
+    Finer than a shape, as values are kept, except that:
+
+    - text loses its URLs, timestamps, paths, ids, hashes and numbers to the placeholders of
+      ``_scrub``, but keeps its case, whitespace and quoted strings (they are content), and
+      ids behind a word prefix become ids too;
+    - the value of a volatile key (``DEFAULT_VOLATILE``: timestamps, request ids, timings)
+      becomes ``"<v>"``;
+    - a string that holds JSON counts as that value.
+
+    A JSON number is kept: ``{"lines": 10}`` is not ``{"lines": 99999}``, as a number in a
+    structured value is data, while one in text cannot be told from an id or a timing.
+    """
+    return _scrubbed(value, 0)
+
+
 # -- helpers ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _scrubbed_key(key: str) -> str:
+    """Return a scrubbed key of a JSON object, as JSON (keys repeat across results)."""
+    return json.dumps(_placeholders(key, values=True), ensure_ascii=False)
+
+
+def _scrubbed(value: Any, depth: int) -> str:
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in "{[" and text[-1:] in "}]":
+            try:
+                return _scrubbed(json.loads(text), depth)
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser
+                pass
+        return json.dumps(_placeholders(value, values=True), ensure_ascii=False)
+    if isinstance(value, dict) and depth < SCRUB_DEPTH:
+        items = sorted(
+            _scrubbed_key(str(k))
+            + ":"
+            + ('"<v>"' if str(k) in DEFAULT_VOLATILE else _scrubbed(v, depth + 1))
+            for k, v in value.items()
+        )
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, (list, tuple)) and depth < SCRUB_DEPTH:  # noqa: UP038
+        return "[" + ",".join(_scrubbed(item, depth + 1) for item in value) + "]"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def _steps_of(finding: detection.Finding, steps: Any) -> list[detection.Step]:
@@ -160,13 +212,32 @@ def _steps_of(finding: detection.Finding, steps: Any) -> list[detection.Step]:
 
 def _scrub(text: str) -> str:
     """Reduce text to its words: run-specific values become placeholders."""
-    text = _URL.sub("<url>", text[:4000])
-    text = _QUOTED.sub("<q>", text)
-    text = _TIME.sub("<t>", text)
-    text = _PATH.sub("<path>", text)
+    return _SPACE.sub(" ", _placeholders(text[:4000])).strip().lower()[:MAX_TEXT]
+
+
+def _placeholders(text: str, *, values: bool = False) -> str:
+    """Replace the run-specific values in text with placeholders: URLs, quoted strings,
+    timestamps, paths, ids and hashes, numbers.
+
+    For ``scrub_value`` (``values``) quoted strings stay, as they are content, and ids behind
+    a word prefix (``msg_01XFDU…``, ``call_8f3a2b…``) become ids too; fingerprints keep the
+    rule they were made with, so that a loop keeps its fingerprint.
+    """
+    # A pattern that cannot match is skipped: URLs hold "://", paths "/", the rest but
+    # hexadecimal ids a digit (and placeholders hold none of them).
+    digits = _DIGIT.search(text) is not None
+    if "://" in text:
+        text = _URL.sub("<url>", text)
+    if not values:
+        text = _QUOTED.sub("<q>", text)
+    if digits:
+        text = _TIME.sub("<t>", text)
+    if "/" in text:
+        text = _PATH.sub("<path>", text)
+    if values and digits:
+        text = _PREFIXED_ID.sub("<id>", text)
     text = _HEX.sub("<id>", text)
-    text = _NUMBER.sub("#", text)
-    return _SPACE.sub(" ", text).strip().lower()[:MAX_TEXT]
+    return _NUMBER.sub("#", text) if digits else text
 
 
 def _value_shape(value: Any, depth: int = 0) -> str:

@@ -214,6 +214,128 @@ def test_the_bound_kicks_in_on_stored_runs_and_every_step_appears_once(
             assert left_keys[row.left] == right_keys[row.right]
 
 
+# ---- results that differ only in volatile values ----------------------------------------
+
+
+def pairs_of(left_results: list, right_results: list) -> tuple[list[dict], list[dict]]:
+    """Two runs of the same calls (one per pair of results) with these results; a result is
+    a value, or (value, status)."""
+
+    def events(results):
+        out = [message("user", "go")]
+        for k, result in enumerate(results):
+            value, status = result if isinstance(result, tuple) else (result, "ok")
+            out.append(call("fetch", {"k": k}, value, status=status))
+        return out
+
+    return events(left_results), events(right_results)
+
+
+def result_rows(comparison) -> list[tuple]:
+    """(kind, changed, volatile) of each row but the opening message."""
+    return [(row.kind, row.changed, row.volatile) for row in comparison.rows[1:]]
+
+
+VOLATILE_ONLY = [
+    (
+        "request req_8f3a2b1c9d0e4f77 done at 2026-01-01T10:00:00Z",
+        "request req_1b2c3d4e5f6a7b88 done at 2026-01-02T11:30:07Z",
+    ),
+    (
+        {"id": "550e8400-e29b-41d4-a716-446655440000", "rows": 3, "request_id": 123},
+        {"id": "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "rows": 3, "request_id": 456},
+    ),
+    (
+        "wrote /tmp/tmpk3j_x9q2/out.txt in 0.42s",
+        "wrote /tmp/tmpzz81ab7c/out.txt in 1.07s",
+    ),
+    (  # JSON text is read as its value, keys in any order
+        '{"status": "ok", "timestamp": 1767225600, "trace": "a1b2c3d4e5f6"}',
+        '{"trace": "ffee00112233", "status": "ok", "timestamp": 1767229999}',
+    ),
+    (  # the same error, another request id
+        ("TimeoutError: request 5f2c9a7e01 timed out after 30s", "error"),
+        ("TimeoutError: request 09bd3e44fa timed out after 31s", "error"),
+    ),
+]
+
+
+@pytest.mark.django_db
+def test_results_that_differ_only_in_ids_timestamps_uuids_or_paths_are_not_changed(
+    project, process
+):
+    left_events, right_events = pairs_of(*zip(*VOLATILE_ONLY, strict=True))
+    left = stored(process, project, left_events, "vol-1")
+    right = stored(process, project, right_events, "vol-2")
+    comparison = compare.compare_runs(left, right)
+    assert result_rows(comparison) == [("equal", (), ("result",))] * len(VOLATILE_ONLY)
+    assert comparison.counts == {"equal": len(VOLATILE_ONLY) + 1}
+    assert comparison.volatile_only == len(VOLATILE_ONLY)
+
+
+STILL_CHANGED = [
+    ("3 tests passed", "3 tests failed"),  # other words
+    ({"lines": 10}, {"lines": 99999}),  # a JSON number is data
+    ("KeyError: 'user'", "KeyError: 'email'"),  # quoted strings are content
+    (  # another error class, the same path
+        ("FileNotFoundError: /tmp/tmpk3j_x9q2/out.txt", "error"),
+        ("PermissionError: /tmp/tmpk3j_x9q2/out.txt", "error"),
+    ),
+    (("request failed with status 404", "error"), ("request failed with status 503", "error")),
+    (("command failed, exit code 1", "error"), ("command failed, exit code 2", "error")),
+]
+
+
+@pytest.mark.django_db
+def test_results_that_differ_in_words_json_numbers_or_error_class_stay_changed(project, process):
+    left_events, right_events = pairs_of(*zip(*STILL_CHANGED, strict=True))
+    left = stored(process, project, left_events, "real-1")
+    right = stored(process, project, right_events, "real-2")
+    comparison = compare.compare_runs(left, right)
+    assert result_rows(comparison) == [("changed", ("result",), ())] * len(STILL_CHANGED)
+    assert comparison.volatile_only == 0
+
+
+@pytest.mark.django_db
+def test_a_volatile_result_beside_another_status_or_other_arguments_is_still_shown(
+    project, process
+):
+    left_events, right_events = pairs_of(
+        ["done at 2026-01-01T10:00:00Z", "done at 2026-01-01T10:00:00Z"],
+        [("done at 2026-01-02T11:30:07Z", "error"), "done at 2026-01-02T11:30:07Z"],
+    )
+    right_events[2]["args"] = {"k": 1, "retry": True}  # same tool, other arguments
+    left = stored(process, project, left_events, "mixed-1")
+    right = stored(process, project, right_events, "mixed-2")
+    comparison = compare.compare_runs(left, right)
+    assert result_rows(comparison) == [
+        ("changed", ("result", "status"), ()),  # another status: the results are diffed
+        ("changed", ("args",), ("result",)),
+    ]
+    assert comparison.volatile_only == 0
+
+
+@pytest.mark.django_db
+def test_results_too_long_or_read_past_the_budget_stay_changed(project, process, monkeypatch):
+    short = ("done at 2026-01-01T10:00:00Z", "done at 2026-01-02T11:30:07Z")  # 30 chars as JSON
+    long = (short[0] + " " + "x" * 200, short[1] + " " + "x" * 200)
+    left_events, right_events = pairs_of([short[0], long[0]], [short[1], long[1]])
+    left = stored(process, project, left_events, "long-vol-1")
+    right = stored(process, project, right_events, "long-vol-2")
+
+    def kinds():
+        compare._CACHE.clear()  # the per-process cache of recent comparisons
+        comparison = compare.compare_runs(left, right)
+        return [row[0] for row in result_rows(comparison)], comparison.volatile_bounded
+
+    assert kinds() == (["equal", "equal"], False)
+    monkeypatch.setattr(compare, "VOLATILE_CHARS", 100)
+    assert kinds() == (["equal", "changed"], False)  # too long: by design, not a bound
+    monkeypatch.setattr(compare, "VOLATILE_CHARS", 32_000)
+    monkeypatch.setattr(compare, "VOLATILE_BUDGET", 60)  # the two short results
+    assert kinds() == (["equal", "changed"], True)
+
+
 # ---- the default other run -------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runs.models import Membership
+from runs.services import compare as compare_service
 from runs.services.compare import Row
 from runs.web import compare as compare_page
 from tests.helpers import call, message
@@ -97,6 +98,42 @@ def test_a_changed_call_shows_what_changed(client_in, project, process):
     assert "args changed" in html
     assert re.search(r'class="diff__del">-\s*&quot;cmd&quot;: &quot;make a&quot;', html)
     assert re.search(r'class="diff__add">\+\s*&quot;cmd&quot;: &quot;make b&quot;', html)
+
+
+def test_a_result_differing_only_in_volatile_values_is_equal_with_a_quiet_note(
+    client_in, project, process
+):
+    evil = "<script>alert(1)</script>"
+    left = stored(process, project, [
+        *work(2),
+        call("fetch", {"k": 1}, f"{evil} request req_8f3a2b1c9d0e4f77 at 2026-01-01T10:00:00Z"),
+        call("bash", {"cmd": "pytest"}, "3 tests passed"),
+    ], "v-1")  # fmt: skip
+    right = stored(process, project, [
+        *work(2),
+        call("fetch", {"k": 1}, f"{evil} request req_1b2c3d4e5f6a7b88 at 2026-01-02T11:30:07Z"),
+        call("bash", {"cmd": "pytest"}, "3 tests failed"),
+    ], "v-2")  # fmt: skip
+    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    assert re.findall(r'data-kind="(\w+)"', html) == ["equal"] * 3 + ["changed"]
+    assert html.count("result differs only in volatile values") == 1
+    assert "3 equal" in html and "(1 of them differ only in volatile values)" in html
+    assert "1 changed" in html and "result changed" in html
+    row = re.search(r'id="row-2".*?(?=id="row-3")', html, re.S).group(0)
+    assert "≈" in row and "result differs only in volatile values" in row
+    assert evil not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "too many changed results" not in html
+
+
+def test_the_page_says_when_changed_results_were_left_unchecked(
+    client_in, project, process, monkeypatch
+):
+    left = stored(process, project, [call("fetch", {"k": 1}, "at 2026-01-01T10:00:00Z")], "b-1")
+    right = stored(process, project, [call("fetch", {"k": 1}, "at 2026-01-02T11:30:07Z")], "b-2")
+    monkeypatch.setattr(compare_service, "VOLATILE_BUDGET", 10)
+    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    assert re.findall(r'data-kind="(\w+)"', html) == ["changed"]
+    assert "too many changed results" in html
 
 
 def test_long_equal_stretches_fold_and_unfold_with_or_without_htmx(client_in, project, process):
