@@ -180,6 +180,9 @@ LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
 LOOPBOARD_LIVE_QUIET_SECONDS = env_int("LOOPBOARD_LIVE_QUIET_SECONDS", 1800)
 # Live runs whose Monitor each web process keeps in memory (least recently used dropped).
 LOOPBOARD_LIVE_CACHE_RUNS = env_int("LOOPBOARD_LIVE_CACHE_RUNS", 512)
+# A live run whose loop fires joins its loop issues this many seconds later, in the worker
+# (at most once per interval, so the append path never waits for the grouping).
+LOOPBOARD_LIVE_ISSUES_SECONDS = env_int("LOOPBOARD_LIVE_ISSUES_SECONDS", 5)
 # An import keeps at most this many steps in memory across a file's unfinished runs (about
 # 0.5 KB each); a file that needs more fails early with a message.
 LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)

@@ -211,6 +211,9 @@ class Run(models.Model):
     next_seq = models.PositiveIntegerField(default=0)
     version = models.PositiveBigIntegerField(default=0)  # appends so far
     last_append_at = models.DateTimeField(null=True, blank=True)
+    # A live finding fired and the run's loop issues are to be regrouped by the worker
+    # (`live.group_live_issues`, queued once until it has run).
+    issues_queued = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -94,6 +94,12 @@ def evaluate_rate_rule(rule_id: int, now: str) -> None:
     alerts.evaluate_rate_rule(rule_id, datetime.fromisoformat(now))
 
 
+@app.task(soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY)
+def group_live_issues(run_id: int) -> None:
+    """Fold a live run's findings so far into its loop issues."""
+    live.group_live_issues(run_id)
+
+
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
 def send_digests() -> None:
     """Send the daily digests whose project-local hour has come (beat, every minute)."""

@@ -228,21 +228,18 @@ def on_runs_analyzed(run_ids: Iterable[int]) -> list[Alert]:
     return fired
 
 
-def on_live_findings(
-    run: Run, findings: Sequence[detection.Finding], issue_events: Sequence = ()
-) -> None:
-    """A live run's append fired these findings (and made these loop-issue events): queue
-    its run rules and the events' issue rules once the append commits (never sent inline,
-    so the append does not wait for a receiver). One query, and no run queued once each of
-    the project's run rules has alerted for this run."""
-    run_ids: list[int] = []
-    if any(f.severity in SEVERITY_RANK for f in findings):
-        waiting = AlertRule.objects.filter(
-            project_id=run.project_id, kind=AlertRule.Kind.RUN, enabled=True
-        ).exclude(alerts__key=f"run:{run.pk}")
-        if waiting.exists():
-            run_ids.append(run.pk)
-    queue.queue_alerts(run_ids, issue_events)
+def on_live_findings(run: Run, findings: Sequence[detection.Finding]) -> None:
+    """A live run's append fired these findings: queue its run rules once the append commits
+    (never sent inline, so the append does not wait for a receiver). One query, and nothing
+    queued once each of the project's run rules has alerted for this run. (The issue rules
+    hear of a live run's loops from `live.group_live_issues`, in the worker.)"""
+    if not any(f.severity in SEVERITY_RANK for f in findings):
+        return
+    waiting = AlertRule.objects.filter(
+        project_id=run.project_id, kind=AlertRule.Kind.RUN, enabled=True
+    ).exclude(alerts__key=f"run:{run.pk}")
+    if waiting.exists():
+        queue.queue_alerts([run.pk])
 
 
 def matching_findings(rule: AlertRule, run: Run, findings: Sequence[Finding]) -> list[Finding]:

@@ -67,33 +67,27 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
 
     Call it inside the transaction that wrote the findings. Each warn or stop finding is
     attached to its project's issue for its fingerprint (created if new); info findings get
-    a fingerprint but no issue. The affected issues (those the findings go to, those the
-    runs counted for before) are locked in id order, then the runs'
-    old share of their issues is taken away and the new one added (`recount_runs`: the cost
-    does not grow with the issue). Returns one IssueEvent per issue created ("new") or
-    resolved and now back ("regressed"), in issue id order; an ignored issue gives no event.
+    a fingerprint but no issue. A finding is fingerprinted once: one that has its
+    fingerprint (and its issue, unless info) keeps them, so a live run that fires again
+    costs the findings that fired, not all of its own. The affected issues (those the
+    findings go to, those the runs counted for before) are locked in id order, then the
+    runs' old share of their issues is taken away and the new one added (`recount_runs`:
+    the cost does not grow with the issue). Returns one IssueEvent per issue created
+    ("new") or resolved and now back ("regressed"), in issue id order; an ignored issue
+    gives no event.
     """
     runs = {run.pk: run for run in runs if run.pk is not None}
     if not runs:
         return []
-    rows = list(
-        Finding.objects.filter(run_id__in=list(runs)).values_list(
-            "pk",
-            "run_id",
-            "detector",
-            "severity",
-            "tool",
-            "signature",
-            "seqs",
-            "message",
-            "issue_id",
-        )
-    )
-    engine = {row[0]: _engine_finding(row) for row in rows}
-    steps = _steps_for([(row[1], engine[row[0]]) for row in rows])
+    found = Finding.objects.filter(run_id__in=list(runs))
+    rows = list(found.values_list(*_FINDING_FIELDS))
+    before = issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
+    fresh = [row for row in rows if not row[9] or (row[3] != Finding.Severity.INFO and not row[8])]
+    engine = {row[0]: _engine_finding(row) for row in fresh}
+    steps = _steps_for([(row[1], engine[row[0]]) for row in fresh])
     marks: dict[int, str] = {}  # finding id -> fingerprint
     first: dict[tuple[int, str], tuple] = {}  # (project, fingerprint) -> its first finding row
-    for row in rows:
+    for row in fresh:
         marks[row[0]] = mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
         if row[3] != Finding.Severity.INFO:
             first.setdefault((runs[row[1]].project_id, mark), row)
@@ -102,23 +96,29 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
         for key, row in first.items()
     }
     created = _create_issues(first, titles)
-    before = issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
     issue_of = _lock_issues(first, before)
-    grouped = [  # each finding's issue; info findings get none
+    grouped = [  # each fresh finding's issue; info findings get none
         issue_of.get((runs[row[1]].project_id, marks[row[0]]))
         if row[3] != Finding.Severity.INFO
         else None
-        for row in rows
+        for row in fresh
     ]
-    _attach(rows, marks, grouped)
-    events = _transitions(rows, grouped, runs, created)
+    _attach(fresh, marks, grouped)
+    events = _transitions(fresh, grouped, runs, created)
     recount_runs(sorted(runs))
     return events
 
 
+# What group_runs reads of a finding (the engine's finding, then its issue and fingerprint).
+_FINDING_FIELDS = (
+    "pk", "run_id", "detector", "severity", "tool", "signature", "seqs", "message", "issue_id",
+    "fingerprint",
+)  # fmt: skip
+
+
 def _engine_finding(row: tuple) -> detection.Finding:
     """Return the engine's finding for a stored row (what fingerprints read of it)."""
-    _pk, _run, detector, severity, tool, signature, seqs, message, _issue = row
+    _pk, _run, detector, severity, tool, signature, seqs, message, _issue, _mark = row
     return detection.Finding(
         detector, severity, tool or None, signature, tuple(seqs), 0, 0, 0, message, ""
     )

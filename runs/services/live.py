@@ -10,8 +10,8 @@ An append is the hot path of the guard, so it costs a fixed number of statements
 run's length: one lookup (the run and the policy version), then in one transaction the row
 lock (which also reads the step ids the batch repeats), the catch-up read only when another
 process appended since, and one statement that inserts the steps and updates the run. No
-model is made unless a finding fires; then the findings are written and the run's loop
-issues regrouped, in the same transaction.
+model is made unless a finding fires; then the findings are written, and the worker is
+asked (once until it has run) to fold them into the run's loop issues a few seconds later.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ APPEND_AT_STEP = timedelta(seconds=1)
 # together, under this lock); otherwise an append committed while this one waited for the
 # lock, and the ids are read again.
 LOCK_SQL = """
-SELECT r.next_seq, r.verdict, r.tools, r.detectors,
+SELECT r.next_seq, r.verdict, r.tools, r.detectors, r.issues_queued,
        (SELECT o.next_seq FROM runs_run o WHERE o.id = r.id),
        ARRAY(SELECT s.source_id FROM runs_step s
              WHERE s.run_id = r.id AND s.source_id <> '' AND s.source_id = ANY(%(ids)s)
@@ -63,6 +63,7 @@ UPDATE runs_run SET
     started_at = LEAST(started_at, %(first)s::timestamptz),
     ended_at = GREATEST(ended_at, %(last)s::timestamptz),
     verdict = %(verdict)s, detectors = %(detectors)s::varchar(40)[],
+    issues_queued = issues_queued OR %(issues_queued)s,
     last_append_at = CASE WHEN last_append_at IS NULL OR last_append_at < %(stale)s
                           THEN %(now)s ELSE last_append_at END
 WHERE id = %(run)s
@@ -183,7 +184,7 @@ def _append_locked(
     ids = [storage.clean_text(str(c["id"])[:255]) for c in calls if c.get("id")]
     with connection.cursor() as cursor:
         cursor.execute(LOCK_SQL, {"run": run_id, "ids": ids})
-        next_seq, verdict, tools, detectors, seen_next_seq, known_ids, known_seqs = (
+        next_seq, verdict, tools, detectors, issues_queued, seen_next_seq, known_ids, known_seqs = (
             cursor.fetchone()
         )
     if watch.seen > next_seq:  # read under both locks: it saw steps that are gone
@@ -215,19 +216,26 @@ def _append_locked(
     if fired or verdict == Verdict.PENDING:
         verdict = watch.verdict
         detectors = sorted({*detectors, *(f.detector for f in fired if f.severity != "info")})
-    _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors)
+    # A loop that fired joins its issues in the worker, soon: queued once until it has run.
+    group = bool(fired) and not issues_queued
+    _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors, group)
     if fired:
-        run = Run.objects.get(pk=run_id)  # locked, and just written: as analysis reads it
+        run = Run(pk=run_id, project=project)
         _store_fired(run, fired)
-        # Its loop issues follow as they fire (the final analysis regroups the run: its
-        # share is taken away and added again), and a new or regressed one alerts now.
-        events = issues.group_runs([run])
-        alerts.on_live_findings(run, fired, events)  # queued on commit: the append goes on
+        alerts.on_live_findings(run, fired)  # queued on commit: the append does not wait
+    if group:
+        queue.queue_live_issues(run_id)
     return Appended(run_id, seqs, fired, verdict)
 
 
 def _write_append(
-    run_id: int, rows: list[tuple], tools: list[str], next_seq: int, verdict: str, detectors: list
+    run_id: int,
+    rows: list[tuple],
+    tools: list[str],
+    next_seq: int,
+    verdict: str,
+    detectors: list,
+    issues_queued: bool,
 ) -> None:
     """Insert the new steps (`storage.step_values` rows, as COPY writes them at ingest) and
     update the run row, in one statement: one round trip, whatever the batch's size."""
@@ -243,11 +251,32 @@ def _write_append(
         last=max(times) if times else None,
         verdict=verdict,
         detectors=detectors,
+        issues_queued=issues_queued,
         stale=now - APPEND_AT_STEP,
         now=now,
     )
     with connection.cursor() as cursor:
         cursor.execute(WRITE_SQL, params)
+
+
+def group_live_issues(run_id: int) -> list[issues.IssueEvent]:
+    """Fold a live run's findings so far into its loop issues (the worker, a few seconds
+    after a loop fired: `queue.queue_live_issues`), and alert on the issues new or back.
+
+    Under the run's row lock, as analysis groups a run; only the findings not grouped yet
+    are fingerprinted, so it costs what fired since. An ended run is left to its final
+    analysis, which groups it again without counting it twice.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None:
+            return []
+        Run.objects.filter(pk=run_id).update(issues_queued=False)
+        if not run.live:
+            return []
+        events = issues.group_runs([run])
+        queue.queue_alerts([], events)
+    return events
 
 
 def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
@@ -339,7 +368,7 @@ def end_run(project: Project, external_id: str) -> Run | None:
 def _end(run: Run) -> None:
     """Mark a locked live run ended and queue its analysis (pending until it is done, so
     that recovery queues it again if the task is lost)."""
-    Run.objects.filter(pk=run.pk).update(live=False, verdict=Verdict.PENDING)
+    Run.objects.filter(pk=run.pk).update(live=False, verdict=Verdict.PENDING, issues_queued=False)
     run.live = False
     queue.queue_analysis([run.pk])
 

@@ -79,6 +79,13 @@ def queue_rate_rules(rule_ids: Iterable[int], now: datetime) -> None:
         tasks.evaluate_rate_rule.delay(rule_id, now.isoformat())
 
 
+def queue_live_issues(run_id: int) -> None:
+    """Fold a live run's new findings into its loop issues, LOOPBOARD_LIVE_ISSUES_SECONDS
+    after this transaction commits."""
+    countdown = settings.LOOPBOARD_LIVE_ISSUES_SECONDS
+    tasks.group_live_issues.apply_async_on_commit((run_id,), countdown=countdown)
+
+
 def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:
     """Send this alert to each of these channels once the transaction commits."""
     for channel_id in channel_ids:

@@ -1,5 +1,6 @@
 """In a real browser: a live run's page gains steps and a finding while the agent appends,
-with no reload (htmx polling), and stops polling when the run ends."""
+with no reload (htmx polling), its loop joins its loop issue through a real worker while it
+runs, and the page stops polling when the run ends."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from runs.models import ApiKey, Membership, Project
+from runs.models import ApiKey, LoopIssue, Membership, Project
+from tests.runs.services.test_worker import start_worker, stop_worker
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_live_run_page_gains_steps_and_a_finding(live_server, page):
+def test_a_live_run_page_gains_steps_and_a_finding(live_server, page, settings, tmp_path):
+    settings.LOOPBOARD_LIVE_ISSUES_SECONDS = 1  # the web process (this one) queues it
     user = get_user_model().objects.create_user("lena", password="pw-lena-123")
     project = Project.objects.create(name="Live", slug="live")
     Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
@@ -43,5 +46,14 @@ def test_a_live_run_page_gains_steps_and_a_finding(live_server, page):
     # the page, never reloaded, shows the fifth step and the stop finding
     expect(page.locator("text=#4").first).to_be_visible(timeout=10_000)
     expect(page.locator(".badge--stop").first).to_be_visible(timeout=10_000)
+    # a worker folds the loop into its issue a second later; the page links to it, live
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = start_worker(log)
+        try:
+            expect(page.locator(".finding__issue").first).to_be_visible(timeout=30_000)
+        finally:
+            stop_worker(worker)
+    joined = LoopIssue.objects.filter(project=project, finding_count__gt=0)
+    assert joined and {(i.run_count, i.tool) for i in joined} == {(1, "Bash")}
     ended = api.post("/api/live/runs/session-42/end")
     assert ended.status_code == 200 and ended.json()["live"] is False

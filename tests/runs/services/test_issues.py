@@ -138,6 +138,11 @@ def test_grouping_reports_a_regression_as_an_event(project):
     issues.set_state(issue, "resolve", version="1.0")
     Run.objects.filter(pk=run.pk).update(agent_version="1.1")
     run.refresh_from_db()
+    with transaction.atomic():  # findings grouped already are not looked at again
+        assert issues.group_runs([run]) == []
+    issue.refresh_from_db()
+    assert issue.state == LoopIssue.State.RESOLVED
+    Finding.objects.filter(run=run).update(fingerprint="")  # fresh, as analysis writes them
     with transaction.atomic():
         events = issues.group_runs([run])
     assert events == [issues.IssueEvent(issue.pk, issues.REGRESSED)]
@@ -562,24 +567,36 @@ def test_a_run_deleted_while_it_is_analyzed_is_counted_once_or_not_at_all(projec
     assert (issue.run_count, issue.last_run_id) == (1, runs[0].pk)
 
 
-def test_a_live_run_joins_its_loop_issue_as_the_loop_fires_and_keeps_it_exact(project):
+def test_a_live_run_joins_its_loop_issue_soon_after_the_loop_fires_and_keeps_it_exact(
+    project, django_capture_on_commit_callbacks
+):
     from runs.services import live
 
     upload(project, search_loop("pg18 release", ts=1764489600), "before.jsonl")
     issue = _only_issue()
     calls = [{"tool": "web_search", "args": {"query": "pg18 jit", "request_id": "x"},
               "result": {"results": []}}]  # fmt: skip
-    for _ in range(3):
-        live.append_steps(project, "live-1", calls)
+    with django_capture_on_commit_callbacks() as queued:
+        for _ in range(3):
+            live.append_steps(project, "live-1", calls)  # the loop fires
+        live.append_steps(project, "live-1", calls)  # fires again: queued once until run
+    run = Run.objects.get(external_id="live-1")
+    assert run.issues_queued and len(queued) == 1
     issue.refresh_from_db()
-    assert issue.run_count == 2  # while the run is still live
+    assert issue.run_count == 1  # the append does not group
+
+    live.group_live_issues(run.pk)  # what the worker does a few seconds later
+    run.refresh_from_db()
+    issue.refresh_from_db()
+    assert issue.run_count == 2 and not run.issues_queued  # while the run is still live
     _assert_kept_equals_recount(issue)
     for _ in range(4):  # the loop goes on: its share grows, still counted once
         live.append_steps(project, "live-1", calls)
+    live.group_live_issues(run.pk)
     _assert_kept_equals_recount(issue)
 
-    run = Run.objects.get(external_id="live-1")
     live.end_run(project, "live-1")
-    analysis.analyze_run(run.pk)  # the final analysis regroups it
+    assert live.group_live_issues(run.pk) == []  # ended: left to the final analysis
+    analysis.analyze_run(run.pk)  # which groups it again
     _assert_kept_equals_recount(issue)
     assert issue.run_count == 2 and LoopIssue.objects.count() == 1
