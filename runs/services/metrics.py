@@ -175,6 +175,11 @@ def _run_families(projects: list[Figures]) -> Iterator[Metric]:
         "Alert delivery attempts, by outcome.",
         labels=["project", "status"],
     )
+    stopped = CounterMetricFamily(
+        "loopboard_guard_stopped_calls",
+        "Calls the live guard answered stop for (the agent was told not to make them).",
+        labels=["project"],
+    )
     for p in projects:
         for (format_,), value in sorted(p.values["runs_ingested"].items()):
             ingested.add_metric([p.slug, format_], value)
@@ -189,7 +194,8 @@ def _run_families(projects: list[Figures]) -> Iterator[Metric]:
         live.add_metric([p.slug], p.get("runs_live"))
         for (status,), value in sorted(p.values["deliveries"].items()):
             deliveries.add_metric([p.slug, status], value)
-    yield from (ingested, runs, flagged, findings, tokens, cost, live, deliveries)
+        stopped.add_metric([p.slug], p.get("stopped_calls"))
+    yield from (ingested, runs, flagged, findings, tokens, cost, live, deliveries, stopped)
 
 
 def _latency_families(projects: list[Figures]) -> Iterator[Metric]:

@@ -264,16 +264,24 @@ def test_the_operator_scrape_shows_the_redis_queue_depth(client, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_counts_the_runs_stored_before_it(client, project, key, process):
-    from django.core.management import call_command
+    import importlib
 
+    # The metric migrations' own SQL, undone and done again around rows stored meanwhile
+    # (migrating the whole app back would also drop the columns the code writes now).
+    sql = [importlib.import_module(f"runs.migrations.{name}")
+           for name in ("0019_metrics", "0022_stopped_call_metric")]  # fmt: skip
     process(project, looping_trace(6), name="before.jsonl")
-    call_command("migrate", "runs", "0018_issue_versions", verbosity=0)
+    with connection.cursor() as cursor:
+        for migration in reversed(sql):
+            cursor.execute(migration.REVERSE_SQL)
     try:
         # Stored while no trigger counted anything.
         process(project, costly_loop(9), name="meanwhile.jsonl")
         process(project, healthy_trace(), name="meanwhile-ok.jsonl")
     finally:
-        call_command("migrate", "runs", verbosity=0)
+        with connection.cursor() as cursor:
+            for migration in sql:
+                cursor.execute(migration.SQL)
 
     samples = scrape(client, key)
     runs = Run.objects.filter(project=project)
@@ -352,3 +360,20 @@ def test_the_beats_fold_reclaims_the_folded_rows_space(client, project, key, pro
     assert value(after, "loopboard_runs", project="agents", verdict="ok") == (
         value(before, "loopboard_runs", project="agents", verdict="ok") + 1
     )
+
+
+def test_calls_the_live_guard_stopped_are_counted(client, project, key):
+    from runs.services import live
+
+    failing = {"tool": "Bash", "args": {"command": "make"}, "result": "exit 2", "status": "error"}
+    for i in range(3):
+        live.append_steps(project, "guarded", [{**failing, "id": f"f{i}"}])
+    counter = "loopboard_guard_stopped_calls_total"
+    assert value(scrape(client, key), counter, project="agents") == 0
+    for _ in range(2):  # asked twice at one point: two calls not made
+        assert live.check_live(project, "guarded", "Bash", {"command": "make"}).verdict == "stop"
+    live.append_steps(project, "guarded", [{**failing, "id": "f3"}])
+    live.check_live(project, "guarded", "Bash", {"command": "make"})  # at the next point
+    assert value(scrape(client, key), counter, project="agents") == 3
+    Run.objects.filter(external_id="guarded").delete()  # a counter: it never goes down
+    assert value(scrape(client, key), counter, project="agents") == 3
