@@ -2,6 +2,7 @@
 
     loopboard hook install AGENT [--user] [--dir DIR] [--url URL] [--key KEY] [--legacy]
     loopboard hook uninstall AGENT [--user] [--dir DIR]
+    loopboard hook status [AGENT] [--dir DIR]   (where the hooks are, and whether they reach loopboard)
     loopboard hook AGENT pre|post|stop        (what the agent runs, hook JSON on stdin)
 
 `install` merges loopboard's entries into the agent's settings file (the project's, or the
@@ -268,6 +269,63 @@ def uninstall(args: argparse.Namespace) -> int:
     return 0
 
 
+def installed_events(settings: dict[str, Any], agent_name: str) -> list[str]:
+    """The events of a settings object that hold one of loopboard's entries for this agent."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    found = []
+    for event, entries in hooks.items():
+        groups = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+        commands = [e.get("command") for e in groups]
+        for group in groups:
+            inner = group.get("hooks")
+            commands += [h.get("command") for h in inner or () if isinstance(h, dict)]
+        if any(is_ours(command, agent_name) for command in commands):
+            found.append(event)
+    return found
+
+
+def server_status(client: LiveClient) -> tuple[bool, str]:
+    """Whether the hooks would reach loopboard with their key, and what to say about it: a
+    read of a session that does not exist answers 404 to an accepted key."""
+    if os.environ.get("LOOPBOARD_URL"):
+        source = "LOOPBOARD_URL"
+    elif read_config().get("url"):
+        source = str(config_path())
+    else:
+        source = "the default"
+    head = f"{client.url} (from {source})"
+    if not client.key:
+        return False, f"{head}: no API key (run install with --key, or set LOOPBOARD_API_KEY)"
+    shown = client.key[:7] + "…"
+    try:
+        client.get("loopboard-hook-status")
+    except LiveError as exc:
+        if exc.status == 404:
+            return True, f"{head}: reachable, key {shown} accepted"
+        reason = str(exc).removeprefix(f"{client.url} ")
+        if exc.status in (401, 403):
+            return False, f"{head}: key {shown} refused ({reason})"
+        return False, f"{head}: {reason}"
+    return True, f"{head}: reachable, key {shown} accepted"
+
+
+def status(args: argparse.Namespace) -> int:
+    """Say where loopboard's hooks are installed and whether they reach loopboard; exit 0
+    when they are installed somewhere and the server accepts their key, else 1."""
+    reached, said = server_status(LiveClient.from_config())
+    print(f"server  {said}")
+    installed = False
+    for name in [args.agent] if args.agent else sorted(AGENTS):
+        for user in (False, True):
+            path = settings_file(AGENTS[name], user=user, directory=args.dir)
+            events = installed_events(read_settings(path), name) if path.exists() else []
+            installed = installed or bool(events)
+            print(f"{name:<12} {path}: {', '.join(events) if events else 'not installed'}")
+    return 0 if reached and installed else 1
+
+
 # ---------------------------------------------------------------- the hook commands
 
 
@@ -480,10 +538,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_ in (
         ("install", "write loopboard's hooks into the agent's settings"),
         ("uninstall", "remove exactly the hooks install wrote"),
+        ("status", "where the hooks are installed, and whether they reach loopboard"),
     ):
         sub = actions.add_parser(name, help=help_)
-        sub.add_argument("agent", choices=sorted(AGENTS))
-        sub.add_argument("--user", action="store_true", help="the user's settings (~/...)")
+        if name == "status":
+            sub.add_argument("agent", nargs="?", choices=sorted(AGENTS))
+        else:
+            sub.add_argument("agent", choices=sorted(AGENTS))
+        if name != "status":  # status shows both
+            sub.add_argument("--user", action="store_true", help="the user's settings (~/...)")
         sub.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: .)")
         if name == "install":
             sub.add_argument("--url", help=f"loopboard's base URL (default {DEFAULT_URL})")
@@ -494,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                 help="Cursor before 2.x: beforeShellExecution / beforeMCPExecution / afterFileEdit",
             )
     parsed = parser.parse_args(args)
-    return install(parsed) if parsed.action == "install" else uninstall(parsed)
+    return {"install": install, "uninstall": uninstall, "status": status}[parsed.action](parsed)
 
 
 if __name__ == "__main__":

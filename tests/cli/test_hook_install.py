@@ -250,3 +250,21 @@ def test_hooks_fail_open_on_a_server_that_never_answers(home, project):
         server.close()
         for sock in accepted:
             sock.close()
+
+
+def test_status_shows_where_the_hooks_are_and_that_the_server_is_down(home, project):
+    assert loopboard("hook", "install", "gemini-cli", env=home, cwd=project).returncode == 0
+    env = home | {"LOOPBOARD_URL": f"http://127.0.0.1:{closed_port()}", "LOOPBOARD_API_KEY": "lb_x"}
+    done = loopboard("hook", "status", env=env, cwd=project)
+    assert done.returncode == 1, done.stdout  # installed, but nothing to reach
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("server  http://127.0.0.1:") and "(from LOOPBOARD_URL)" in lines[0]
+    assert "unreachable" in lines[0]
+    assert (
+        f"gemini-cli   {project / '.gemini/settings.json'}: BeforeTool, AfterTool, SessionEnd"
+        in lines
+    )
+    assert f"claude-code  {project / '.claude/settings.json'}: not installed" in lines
+    only = loopboard("hook", "status", "cursor", env=home, cwd=project)
+    assert only.returncode == 1 and "no API key" in only.stdout
+    assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == ["cursor", "cursor"]

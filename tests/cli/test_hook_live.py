@@ -254,3 +254,22 @@ def test_a_rejected_key_fails_open_and_says_so_once(env):
         None,
         "",
     )
+
+
+def test_status_says_the_server_accepts_the_key_or_refuses_it(env, tmp_path):
+    app = tmp_path / "status-app"
+    app.mkdir()
+    installed = subprocess.run(
+        [*LOOPBOARD, "hook", "install", "claude-code"], capture_output=True, text=True,
+        env=env, cwd=app, timeout=30,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    status = [*LOOPBOARD, "hook", "status", "claude-code"]
+    done = subprocess.run(status, capture_output=True, text=True, env=env, cwd=app, timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "reachable, key lb_" in done.stdout and "accepted" in done.stdout
+    assert f"{app / '.claude/settings.json'}: PreToolUse, PostToolUse" in done.stdout
+    assert env["LOOPBOARD_API_KEY"] not in done.stdout  # only its first characters
+    bad = env | {"LOOPBOARD_API_KEY": "lb_not_a_key"}
+    refused = subprocess.run(status, capture_output=True, text=True, env=bad, cwd=app, timeout=30)
+    assert refused.returncode == 1 and "key lb_not_… refused (answered 401" in refused.stdout
