@@ -30,6 +30,7 @@ INSTRUCTIONS = (
     "call and follow the message."
 )
 FINDING_FIELDS = ("detector", "severity", "tool", "count", "threshold", "fired_at", "message")
+STOPPED_FIELDS = ("tool", "args", "before_seq", "times", "message")
 RUN_FIELDS = (
     "id", "name", "external_id", "verdict", "stall_score", "step_count", "tool_call_count",
     "detectors", "tools", "created_at",
@@ -96,17 +97,19 @@ def build_server(url: str, key: str, timeout: float = DEFAULT_TIMEOUT) -> MCPSer
         if not run_id:
             live = await api.request("GET", f"/api/live/runs/{_session(session_id)}")
             if live is None:
-                return {"run_id": None, "verdict": "ok", "findings": []}  # nothing seen yet
+                return {"run_id": None, "verdict": "ok", "findings": [], "stopped_calls": []}
             run_id = live["run_id"]
         run = await api.request("GET", f"/api/runs/{run_id}")
         if run is None:
             raise ToolError(f"no run {run_id} in this project")
         findings = sorted(run["findings"], key=lambda f: f["fired_at"], reverse=True)
+        stopped = run.get("stopped_calls", [])[:limit]  # latest first
         return {
             "run_id": run["id"],
             "verdict": run["verdict"],
             "url": f"{api.url}/runs/{run['id']}/",
             "findings": [{k: f.get(k) for k in FINDING_FIELDS} for f in findings[:limit]],
+            "stopped_calls": [{k: c.get(k) for k in STOPPED_FIELDS} for c in stopped],
         }
 
     @server.tool()

@@ -220,14 +220,19 @@ def list_runs(
     return runs.order_by("-created_at", "-id").defer("metadata", "summary")
 
 
+STOPPED_LISTED = 100  # stopped calls a run's API answer lists, latest first
+
+
 @router.get("/runs/{run_id}", response={200: RunDetailOut, **ERRORS}, tags=["runs"])
 def get_run(request: HttpRequest, run_id: int = RUN_ID):
-    """A run with its summary and findings (each with the message for the agent)."""
+    """A run with its summary, its findings (each with the message for the agent) and the
+    latest 100 calls the live guard stopped in it."""
     run = _run(request, run_id)
-    run.findings_list = list(run.findings.all())
+    listed = ("findings", "stopped_calls")
     return {
-        **{f: getattr(run, f) for f in RunDetailOut.model_fields if f != "findings"},
-        "findings": run.findings_list,
+        **{f: getattr(run, f) for f in RunDetailOut.model_fields if f not in listed},
+        "findings": list(run.findings.all()),
+        "stopped_calls": list(run.stopped_calls.order_by("-before_seq")[:STOPPED_LISTED]),
     }
 
 

@@ -100,8 +100,22 @@ class FindingOut(LiveFindingOut):
     waste_seconds: float | None
 
 
+class StoppedCallOut(Schema):
+    """A call the live guard answered `stop` for: the agent was told not to make it."""
+
+    tool: str
+    args: str  # the arguments as JSON text, cut to 2,000 characters
+    before_seq: int  # the step it would have been
+    times: int  # how many times it was asked at that point
+    message: str
+    detectors: list[str]
+    first_at: datetime
+    last_at: datetime
+
+
 class RunDetailOut(RunOut):
-    """A run with its summary and findings."""
+    """A run with its summary, findings and the calls the live guard stopped (the latest
+    100)."""
 
     metadata: dict[str, Any]
     started_at: datetime | None
@@ -110,6 +124,7 @@ class RunDetailOut(RunOut):
     waste_cost: float | None
     waste_seconds: float | None
     findings: list[FindingOut]
+    stopped_calls: list[StoppedCallOut]
 
 
 class StepOut(Schema):

@@ -106,7 +106,7 @@ def test_check_next_call_and_recent_findings_follow_the_sessions_live_run(
     error, answer = call(server, "check_next_call", call_)
     assert not error and answer["verdict"] == "ok" and answer["message"] == ""
     error, answer = call(server, "recent_findings", {"session_id": "sess-1"})
-    assert answer == {"run_id": None, "verdict": "ok", "findings": []}
+    assert answer == {"run_id": None, "verdict": "ok", "findings": [], "stopped_calls": []}
 
     guard = Guard.remote("sess-1", url=live_server.url, key=key)  # the agent's own calls
     for _ in range(5):
@@ -121,3 +121,8 @@ def test_check_next_call_and_recent_findings_follow_the_sessions_live_run(
     assert not error, answer
     assert answer["verdict"] == "stop" and answer["findings"][0]["severity"] == "stop"
     assert answer["url"] == f"{live_server.url}/runs/{answer['run_id']}/"
+    [stopped] = answer["stopped_calls"]  # the stop answer above: the call it told us not to make
+    assert (stopped["tool"], stopped["args"], stopped["before_seq"]) == (
+        "web_search", '{"q": "same"}', 5,
+    )  # fmt: skip
+    assert stopped["times"] == 1 and "web_search" in stopped["message"]
