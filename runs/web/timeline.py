@@ -16,7 +16,7 @@ from datetime import datetime
 from django.db.models import Count, Func, Q, TextField
 from django.db.models.functions import Cast, Left
 
-from ..models import Finding, LedgerRow, Run, Step
+from ..models import Finding, LedgerRow, Run, Step, StoppedCall
 from ..services import summary
 from ..services.summary import Band
 
@@ -55,10 +55,12 @@ class Crossing:
 
 @dataclass
 class Item:
-    """One row of the timeline: a step, a folded band, a threshold marker or a time gap."""
+    """One row of the timeline: a step, a folded band, a threshold marker, a time gap, or a
+    call the live guard stopped (right after the step it came after)."""
 
-    kind: str  # "step" | "fold" | "marker" | "gap"
+    kind: str  # "step" | "fold" | "marker" | "gap" | "stopped"
     step: Step | None = None
+    stopped: StoppedCall | None = None  # a call the live guard stopped after this point
     fold: Band | None = None
     first: Step | None = None
     last: Step | None = None
@@ -204,6 +206,9 @@ def build_window(
         for severity, seq in finding.crossings():
             if lo <= seq <= hi:
                 crossed.setdefault(seq, []).append(Crossing(finding, severity, seq))
+    stopped: dict[int, list[StoppedCall]] = {}  # the step it came after -> the stopped calls
+    for call in run.stopped_calls.filter(before_seq__range=(lo + 1, hi + 1)):
+        stopped.setdefault(call.before_seq - 1, []).append(call)
     items: list[Item] = []
     previous: datetime | None = None
     for segment in segments:
@@ -237,6 +242,7 @@ def build_window(
             previous = step.started_at or previous
             if seq in crossed:
                 items.append(Item("marker", crossings=crossed[seq]))
+            items.extend(Item("stopped", stopped=call) for call in stopped.get(seq, ()))
     timed = any(s.offset is not None for s in steps)
     return Timeline(items, more_from, until=end, timed=timed)
 

@@ -75,3 +75,7 @@ def test_a_call_the_guard_stopped_shows_on_the_live_page_escaped(api, client_in)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
     assert f'href="/runs/{run_id}/?from=2#step-2">#3</a>' in html
     assert api.get("/api/live/runs/page").json()["stopped_calls"] == 1
+    page = client_in.get(f"/runs/{run_id}/").content.decode()  # and in the timeline, after #2
+    marker = page.index('class="marker marker--stop marker--stopped" data-seq="3"')
+    assert page.index('id="step-2"') < marker and "was not made" in page[marker:]
+    assert "&lt;script&gt;" in page[marker : marker + 600]
