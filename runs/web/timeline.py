@@ -229,6 +229,13 @@ def build_window(
                 )
             )
             previous = (last.started_at if last else None) or previous
+            after = [
+                c
+                for seq, cs in sorted(stopped.items())
+                if band.start <= seq <= band.end
+                for c in cs
+            ]
+            items.extend(Item("stopped", stopped=call) for call in after)
             continue
         for seq in range(segment[1], segment[2] + 1):
             step = by_seq.get(seq)

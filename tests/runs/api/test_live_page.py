@@ -79,3 +79,25 @@ def test_a_call_the_guard_stopped_shows_on_the_live_page_escaped(api, client_in)
     marker = page.index('class="marker marker--stop marker--stopped" data-seq="3"')
     assert page.index('id="step-2"') < marker and "was not made" in page[marker:]
     assert "&lt;script&gt;" in page[marker : marker + 600]
+
+
+def test_a_stopped_call_inside_a_folded_band_shows_after_the_band(api, client_in):
+    from runs.models import Run
+    from runs.services import analysis
+
+    failing = {"tool": "Bash", "args": {"command": "make"}, "result": "exit 2", "status": "error"}
+    run_id = append(api, [failing] * 3)["run_id"]
+    check = {"tool": "Bash", "args": {"command": "make"}}
+    assert (
+        api.post("/api/live/runs/page/check", check, content_type="application/json").json()[
+            "verdict"
+        ]
+        == "stop"
+    )
+    api.post("/api/live/runs/page/end", content_type="application/json")
+    analysis.analyze_run(run_id)  # analysis folds the three repeats into one band
+    assert not Run.objects.get(pk=run_id).live
+    page = client_in.get(f"/runs/{run_id}/").content.decode()
+    band, marker = page.find('class="fold'), page.find("marker--stopped")
+    assert 0 < band < marker
+    assert "1 steps" not in page  # the cost after the warning: one step, said so
