@@ -148,3 +148,26 @@ def process_inline(db):
         return trace.runs.get()
 
     return run
+
+
+def test_no_page_breaks_the_content_security_policy(live_server, page, staff_login, process_inline):
+    run = process_inline(staff_login, stuck_trace())
+    refused: list[str] = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)  # fmt: skip
+    page.on("pageerror", lambda error: refused.append(str(error)))
+    issue = run.findings.exclude(issue=None).first().issue_id
+    paths = [
+        run.get_absolute_url(), f"/runs/{run.pk}/tree/", f"/runs/{run.pk}/ledger/",
+        f"/runs/{run.pk}/compare/", "/issues/", f"/issues/{issue}/", "/overview/", "/upload/",
+        "/tuning/", f"/projects/{staff_login.slug}/settings/", "/admin/", "/api/docs",
+    ]  # fmt: skip
+    for path in paths:
+        response = page.goto(live_server.url + path)
+        assert response.status == 200, path
+        assert "script-src 'self'" in response.headers["content-security-policy"], path
+        page.wait_for_load_state("networkidle")
+    expect(page.locator(".swagger-ui .info")).to_be_visible()  # the API docs ran their script
+    page.goto(live_server.url + run.get_absolute_url())
+    page.locator(".fold__unfold").first.click()  # an htmx swap, under the policy
+    expect(page.locator("#step-6")).to_be_visible()
+    assert refused == []
