@@ -211,9 +211,10 @@ class Run(models.Model):
     next_seq = models.PositiveIntegerField(default=0)
     version = models.PositiveBigIntegerField(default=0)  # appends so far
     last_append_at = models.DateTimeField(null=True, blank=True)
-    # A live finding fired and the run's loop issues are to be regrouped by the worker
-    # (`live.group_live_issues`, queued once until it has run).
-    issues_queued = models.BooleanField(default=False)
+    # When a live finding fired and the worker was asked to fold the run into its loop
+    # issues (`live.group_live_issues`, queued once until it has run; recovery queues it
+    # again when it is older than LOOPBOARD_STALE_SECONDS); None when nothing waits.
+    issues_queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name="run",
-            name="issues_queued",
-            field=models.BooleanField(default=False),
+            name="issues_queued_at",
+            field=models.DateTimeField(blank=True, null=True),
         ),
     ]

@@ -44,7 +44,7 @@ APPEND_AT_STEP = timedelta(seconds=1)
 # together, under this lock); otherwise an append committed while this one waited for the
 # lock, and the ids are read again.
 LOCK_SQL = """
-SELECT r.next_seq, r.verdict, r.tools, r.detectors, r.issues_queued,
+SELECT r.next_seq, r.verdict, r.tools, r.detectors, r.issues_queued_at IS NOT NULL,
        (SELECT o.next_seq FROM runs_run o WHERE o.id = r.id),
        ARRAY(SELECT s.source_id FROM runs_step s
              WHERE s.run_id = r.id AND s.source_id <> '' AND s.source_id = ANY(%(ids)s)
@@ -63,7 +63,8 @@ UPDATE runs_run SET
     started_at = LEAST(started_at, %(first)s::timestamptz),
     ended_at = GREATEST(ended_at, %(last)s::timestamptz),
     verdict = %(verdict)s, detectors = %(detectors)s::varchar(40)[],
-    issues_queued = issues_queued OR %(issues_queued)s,
+    issues_queued_at = CASE WHEN %(queue_issues)s AND issues_queued_at IS NULL THEN %(now)s
+                            ELSE issues_queued_at END,
     last_append_at = CASE WHEN last_append_at IS NULL OR last_append_at < %(stale)s
                           THEN %(now)s ELSE last_append_at END
 WHERE id = %(run)s
@@ -235,7 +236,7 @@ def _write_append(
     next_seq: int,
     verdict: str,
     detectors: list,
-    issues_queued: bool,
+    queue_issues: bool,
 ) -> None:
     """Insert the new steps (`storage.step_values` rows, as COPY writes them at ingest) and
     update the run row, in one statement: one round trip, whatever the batch's size."""
@@ -251,7 +252,7 @@ def _write_append(
         last=max(times) if times else None,
         verdict=verdict,
         detectors=detectors,
-        issues_queued=issues_queued,
+        queue_issues=queue_issues,
         stale=now - APPEND_AT_STEP,
         now=now,
     )
@@ -271,7 +272,7 @@ def group_live_issues(run_id: int) -> list[issues.IssueEvent]:
         run = Run.objects.select_for_update().filter(pk=run_id).first()
         if run is None:
             return []
-        Run.objects.filter(pk=run_id).update(issues_queued=False)
+        Run.objects.filter(pk=run_id).update(issues_queued_at=None)
         if not run.live:
             return []
         events = issues.group_runs([run])
@@ -368,7 +369,7 @@ def end_run(project: Project, external_id: str) -> Run | None:
 def _end(run: Run) -> None:
     """Mark a locked live run ended and queue its analysis (pending until it is done, so
     that recovery queues it again if the task is lost)."""
-    Run.objects.filter(pk=run.pk).update(live=False, verdict=Verdict.PENDING, issues_queued=False)
+    Run.objects.filter(pk=run.pk).update(live=False, verdict=Verdict.PENDING, issues_queued_at=None)
     run.live = False
     queue.queue_analysis([run.pk])
 

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
     """Queue again the traces, runs and back-tests that a dead worker left unfinished (a
-    back-test resumes from its cursor), and the OTLP span
+    back-test resumes from its cursor), the loop-issue grouping of live runs whose task was
+    lost, and the OTLP span
     groups left unassembled past the quiet period (a lost countdown task must not strand
     spans; the assembly still waits for trace ids that are not quiet yet).
 
@@ -50,6 +51,14 @@ def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
     )
     queue.queue_ingest(trace_ids)
     queue.queue_analysis(run_ids)
+    # Live runs whose loop-issue grouping was asked for and never done (a lost task): asked
+    # again, and their clock restarted, so each is queued once per stale period at most.
+    waiting = Run.objects.filter(live=True, issues_queued_at__lte=cutoff)
+    if live_ids := list(waiting.values_list("pk", flat=True)[:1000]):
+        Run.objects.filter(pk__in=live_ids).update(issues_queued_at=timezone.now())
+        for run_id in live_ids:
+            queue.queue_live_issues(run_id)
+        log.info("queued the loop-issue grouping of %d live run(s) again", len(live_ids))
     if jobs := backtest.requeue_stale(older_than):
         log.info("queued %d unfinished back-test(s) again", jobs)
     return len(trace_ids), len(run_ids)

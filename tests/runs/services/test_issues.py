@@ -581,14 +581,14 @@ def test_a_live_run_joins_its_loop_issue_soon_after_the_loop_fires_and_keeps_it_
             live.append_steps(project, "live-1", calls)  # the loop fires
         live.append_steps(project, "live-1", calls)  # fires again: queued once until run
     run = Run.objects.get(external_id="live-1")
-    assert run.issues_queued and len(queued) == 1
+    assert run.issues_queued_at is not None and len(queued) == 1
     issue.refresh_from_db()
     assert issue.run_count == 1  # the append does not group
 
     live.group_live_issues(run.pk)  # what the worker does a few seconds later
     run.refresh_from_db()
     issue.refresh_from_db()
-    assert issue.run_count == 2 and not run.issues_queued  # while the run is still live
+    assert issue.run_count == 2 and run.issues_queued_at is None  # while still live
     _assert_kept_equals_recount(issue)
     for _ in range(4):  # the loop goes on: its share grows, still counted once
         live.append_steps(project, "live-1", calls)
@@ -600,3 +600,28 @@ def test_a_live_run_joins_its_loop_issue_soon_after_the_loop_fires_and_keeps_it_
     analysis.analyze_run(run.pk)  # which groups it again
     _assert_kept_equals_recount(issue)
     assert issue.run_count == 2 and LoopIssue.objects.count() == 1
+
+
+def test_recovery_asks_again_for_a_live_runs_grouping_whose_task_was_lost(
+    project, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta as delta
+
+    from runs.services import live, recovery
+
+    calls = [{"tool": "web_search", "args": {"query": "x"}, "result": {"results": []}}]
+    for _ in range(3):
+        live.append_steps(project, "lost-task", calls)  # the loop fires; its task is lost
+    run = Run.objects.get(external_id="lost-task")
+    asked = run.issues_queued_at
+    with django_capture_on_commit_callbacks() as queued:
+        recovery.requeue_stale(older_than=delta(hours=1))  # not stale yet: left alone
+    assert queued == []
+    Run.objects.filter(pk=run.pk).update(issues_queued_at=asked - delta(hours=2))
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        recovery.requeue_stale(older_than=delta(hours=1))
+    run.refresh_from_db()
+    assert len(queued) == 1 and run.issues_queued_at > asked  # its clock restarted
+    live.group_live_issues(run.pk)  # what that task does
+    run.refresh_from_db()
+    assert run.issues_queued_at is None and _only_issue().run_count == 1
