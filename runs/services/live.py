@@ -284,15 +284,26 @@ def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
     """Write the findings that fired, each over its earlier row (a loop that escalates
     from warn to stop keeps its detector, signature and fired_at): the cost follows what
     fired, not the run's length. Counts and seqs go on growing in the Monitor after a
-    finding last fired; the final analysis writes them all."""
-    latest = {(f.detector, f.signature or "", f.fired_at or 0): f for f in fired}
+    finding last fired; the final analysis writes them all.
+
+    A row written over keeps its loop issue until the worker groups the run again (queued
+    with this append), so the run page goes on linking the loop to its issue."""
+    latest = {(f.detector, (f.signature or "")[:200], f.fired_at or 0): f for f in fired}
     if not latest:
         return
     same = Q()
     for detector, signature, fired_at in latest:
-        same |= Q(detector=detector, signature=signature[:200], fired_at=fired_at)
-    Finding.objects.filter(same, run_id=run.pk).delete()
-    Finding.objects.bulk_create(analysis.finding_row(run, f) for f in latest.values())
+        same |= Q(detector=detector, signature=signature, fired_at=fired_at)
+    earlier = Finding.objects.filter(same, run_id=run.pk)
+    rows = list(earlier.values_list("pk", "detector", "signature", "fired_at", "issue_id"))
+    issue_of = {(d, sig, at): issue for _pk, d, sig, at, issue in rows}
+    Finding.objects.filter(pk__in=[row[0] for row in rows]).delete()
+    written = []
+    for key, finding in latest.items():
+        row = analysis.finding_row(run, finding)
+        row.issue_id = issue_of.get(key)
+        written.append(row)
+    Finding.objects.bulk_create(written)
 
 
 def check_live(project: Project, external_id: str, tool: str, args: Any = None) -> detection.Check:

@@ -1,8 +1,10 @@
 """In a real browser: a live run's page gains steps and a finding while the agent appends,
 with no reload (htmx polling), its loop joins its loop issue through a real worker while it
-runs, and the page stops polling when the run ends."""
+runs, a call the guard stops shows on it, and the page stops polling when the run ends."""
 
 from __future__ import annotations
+
+import os
 
 import httpx
 import pytest
@@ -55,5 +57,14 @@ def test_a_live_run_page_gains_steps_and_a_finding(live_server, page, settings, 
             stop_worker(worker)
     joined = LoopIssue.objects.filter(project=project, finding_count__gt=0)
     assert joined and {(i.run_count, i.tool) for i in joined} == {(1, "Bash")}
+    # the guard stops the sixth identical call; the page lists it, still without a reload
+    check = {"tool": "Bash", "args": {"command": "make test"}}
+    assert api.post("/api/live/runs/session-42/check", json=check).json()["verdict"] == "stop"
+    stopped = page.locator(".stopped-calls")
+    expect(stopped).to_contain_text("Stopped by the guard", timeout=10_000)
+    expect(stopped).to_contain_text("before step #5")
+    expect(page.locator(".finding__issue")).to_have_count(2)  # each loop links to its issue
+    if shots := os.environ.get("LOOPBOARD_SCREENSHOTS"):  # a folder: the README's pictures
+        page.screenshot(path=os.path.join(shots, "live.png"), full_page=True)
     ended = api.post("/api/live/runs/session-42/end")
     assert ended.status_code == 200 and ended.json()["live"] is False

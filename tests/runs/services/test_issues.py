@@ -592,6 +592,10 @@ def test_a_live_run_joins_its_loop_issue_soon_after_the_loop_fires_and_keeps_it_
     _assert_kept_equals_recount(issue)
     for _ in range(4):  # the loop goes on: its share grows, still counted once
         live.append_steps(project, "live-1", calls)
+    # an escalation writes its finding over the earlier row, which keeps its issue meanwhile
+    flagged = Finding.objects.filter(run=run).exclude(severity=Finding.Severity.INFO)
+    assert flagged.filter(fingerprint="").exists()  # rewritten since the grouping
+    assert not flagged.filter(issue=None).exists()
     live.group_live_issues(run.pk)
     _assert_kept_equals_recount(issue)
 
