@@ -289,13 +289,7 @@ def installed_events(settings: dict[str, Any], agent_name: str) -> list[str]:
 def server_status(client: LiveClient) -> tuple[bool, str]:
     """Whether the hooks would reach loopboard with their key, and what to say about it: a
     read of a session that does not exist answers 404 to an accepted key."""
-    if os.environ.get("LOOPBOARD_URL"):
-        source = "LOOPBOARD_URL"
-    elif read_config().get("url"):
-        source = str(config_path())
-    else:
-        source = "the default"
-    head = f"{client.url} (from {source})"
+    head = f"{client.url} (from {client.url_from})"
     if not client.key:
         return False, f"{head}: no API key (run install with --key, or set LOOPBOARD_API_KEY)"
     shown = client.key[:7] + "…"
@@ -535,29 +529,30 @@ def main(argv: list[str] | None = None) -> int:
         return hook(args[0], args[1])
     parser = argparse.ArgumentParser(prog="loopboard hook", description=__doc__.split("\n\n")[0])
     actions = parser.add_subparsers(dest="action", required=True)
-    for name, help_ in (
-        ("install", "write loopboard's hooks into the agent's settings"),
-        ("uninstall", "remove exactly the hooks install wrote"),
-        ("status", "where the hooks are installed, and whether they reach loopboard"),
-    ):
-        sub = actions.add_parser(name, help=help_)
-        if name == "status":
-            sub.add_argument("agent", nargs="?", choices=sorted(AGENTS))
-        else:
-            sub.add_argument("agent", choices=sorted(AGENTS))
-        if name != "status":  # status shows both
-            sub.add_argument("--user", action="store_true", help="the user's settings (~/...)")
+    install_ = actions.add_parser(
+        "install", help="write loopboard's hooks into the agent's settings"
+    )
+    uninstall_ = actions.add_parser("uninstall", help="remove exactly the hooks install wrote")
+    status_ = actions.add_parser(
+        "status", help="where the hooks are installed, and whether they reach loopboard"
+    )
+    for sub, run in ((install_, install), (uninstall_, uninstall)):
+        sub.add_argument("agent", choices=sorted(AGENTS))
+        sub.add_argument("--user", action="store_true", help="the user's settings (~/...)")
+        sub.set_defaults(run=run)
+    status_.add_argument("agent", nargs="?", choices=sorted(AGENTS), help="default: every agent")
+    status_.set_defaults(run=status)  # the project's settings and the user's, both
+    for sub in (install_, uninstall_, status_):
         sub.add_argument("--dir", type=Path, default=Path.cwd(), help="the project (default: .)")
-        if name == "install":
-            sub.add_argument("--url", help=f"loopboard's base URL (default {DEFAULT_URL})")
-            sub.add_argument("--key", help="a project API key with the ingest scope")
-            sub.add_argument(
-                "--legacy",
-                action="store_true",
-                help="Cursor before 2.x: beforeShellExecution / beforeMCPExecution / afterFileEdit",
-            )
+    install_.add_argument("--url", help=f"loopboard's base URL (default {DEFAULT_URL})")
+    install_.add_argument("--key", help="a project API key with the ingest scope")
+    install_.add_argument(
+        "--legacy",
+        action="store_true",
+        help="Cursor before 2.x: beforeShellExecution / beforeMCPExecution / afterFileEdit",
+    )
     parsed = parser.parse_args(args)
-    return {"install": install, "uninstall": uninstall, "status": status}[parsed.action](parsed)
+    return parsed.run(parsed)
 
 
 if __name__ == "__main__":

@@ -61,12 +61,18 @@ class LiveClient:
     url: str
     key: str
     timeout: float = DEFAULT_TIMEOUT
+    url_from: str = "the caller"  # where the URL came from (what `hook status` says)
 
     @classmethod
     def from_config(cls) -> LiveClient:
         """Build a client from the environment, then the config file, then the defaults."""
         config = read_config()
-        url = os.environ.get("LOOPBOARD_URL") or config.get("url") or DEFAULT_URL
+        if os.environ.get("LOOPBOARD_URL"):
+            url, url_from = os.environ["LOOPBOARD_URL"], "LOOPBOARD_URL"
+        elif config.get("url"):
+            url, url_from = config["url"], str(config_path())
+        else:
+            url, url_from = DEFAULT_URL, "the default"
         key = (
             os.environ.get("LOOPBOARD_API_KEY")
             or os.environ.get("LOOPBOARD_KEY")
@@ -77,7 +83,7 @@ class LiveClient:
             timeout = float(os.environ.get("LOOPBOARD_HOOK_TIMEOUT") or DEFAULT_TIMEOUT)
         except ValueError:
             timeout = DEFAULT_TIMEOUT
-        return cls(url=str(url).rstrip("/"), key=str(key), timeout=timeout)
+        return cls(url=str(url).rstrip("/"), key=str(key), timeout=timeout, url_from=url_from)
 
     def open(
         self, external_id: str, name: str = "", metadata: dict[str, Any] | None = None

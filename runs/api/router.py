@@ -232,7 +232,7 @@ def get_run(request: HttpRequest, run_id: int = RUN_ID):
     return {
         **{f: getattr(run, f) for f in RunDetailOut.model_fields if f not in listed},
         "findings": list(run.findings.all()),
-        "stopped_calls": list(run.stopped_calls.order_by("-before_seq")[:STOPPED_LISTED]),
+        "stopped_calls": list(live.stopped_calls(run).order_by("-before_seq")[:STOPPED_LISTED]),
     }
 
 
@@ -312,7 +312,7 @@ def _live_run_out(run: Run) -> dict:
         "steps": run.step_count,
         "verdict": run.verdict,
         "live": run.live,
-        "stopped_calls": run.stopped_calls.count(),
+        "stopped_calls": live.stopped_calls(run).count(),
     }
 
 

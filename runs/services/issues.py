@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from datetime import date
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -79,10 +80,11 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     runs = {run.pk: run for run in runs if run.pk is not None}
     if not runs:
         return []
-    found = Finding.objects.filter(run_id__in=list(runs))
-    rows = list(found.values_list(*_FINDING_FIELDS))
-    before = issue_ids_of_runs(runs) | {row[8] for row in rows if row[8]}
-    fresh = [row for row in rows if not row[9] or (row[3] != Finding.Severity.INFO and not row[8])]
+    # Grouped findings are in the runs' IssueRun rows already (recount_runs made them).
+    ungrouped = Q(fingerprint="") | (~Q(severity=Finding.Severity.INFO) & Q(issue=None))
+    found = Finding.objects.filter(ungrouped, run_id__in=list(runs))
+    fresh = list(found.values_list(*_FINDING_FIELDS))
+    before = issue_ids_of_runs(runs) | {row[8] for row in fresh if row[8]}
     engine = {row[0]: _engine_finding(row) for row in fresh}
     steps = _steps_for([(row[1], engine[row[0]]) for row in fresh])
     marks: dict[int, str] = {}  # finding id -> fingerprint
@@ -109,16 +111,15 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     return events
 
 
-# What group_runs reads of a finding (the engine's finding, then its issue and fingerprint).
+# What group_runs reads of a finding (the engine's finding, then the issue it may keep).
 _FINDING_FIELDS = (
     "pk", "run_id", "detector", "severity", "tool", "signature", "seqs", "message", "issue_id",
-    "fingerprint",
 )  # fmt: skip
 
 
 def _engine_finding(row: tuple) -> detection.Finding:
     """Return the engine's finding for a stored row (what fingerprints read of it)."""
-    _pk, _run, detector, severity, tool, signature, seqs, message, _issue, _mark = row
+    _pk, _run, detector, severity, tool, signature, seqs, message, _issue = row
     return detection.Finding(
         detector, severity, tool or None, signature, tuple(seqs), 0, 0, 0, message, ""
     )
@@ -403,11 +404,8 @@ def recount_runs(run_ids: list[int]) -> set[int]:
         return set()
     params = {"runs": run_ids}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT DISTINCT issue_id FROM {_IR} WHERE run_id = ANY(%(runs)s)", params)
-        touched = {row[0] for row in cursor.fetchall()}
-        params["ids"] = sorted(touched)
-        for statement in _SUBTRACT:
-            cursor.execute(statement, params)
+        touched = issue_ids_of_runs(run_ids)
+        _take_away(cursor, run_ids, touched)
         made = _RUN_ROWS.format(where="f.run_id = ANY(%(runs)s)") + " RETURNING issue_id"
         cursor.execute(made, params)
         touched |= {row[0] for row in cursor.fetchall()}
@@ -415,6 +413,14 @@ def recount_runs(run_ids: list[int]) -> set[int]:
             cursor.execute(statement, params)
         cursor.execute(_ENDS, {"ids": sorted(touched)})
     return touched
+
+
+def _take_away(cursor: CursorWrapper, run_ids: list[int], issue_ids: set[int]) -> None:
+    """Take the runs' IssueRun rows away from the counters, days and facets of their issues
+    (`issue_ids`, locked), and delete them; the caller reads the issues' ends back."""
+    params = {"runs": list(run_ids), "ids": sorted(issue_ids)}
+    for statement in _SUBTRACT:
+        cursor.execute(statement, params)
 
 
 def forget_runs(run_ids: list[int]) -> set[int]:
@@ -428,12 +434,10 @@ def forget_runs(run_ids: list[int]) -> set[int]:
     touched = issue_ids_of_runs(run_ids)
     if not touched:
         return set()
-    ids = sorted(touched)
-    list(LoopIssue.objects.select_for_update().filter(pk__in=ids).order_by("pk").values("pk"))
+    _lock_issues({}, touched)
     with connection.cursor() as cursor:
-        for statement in _SUBTRACT:
-            cursor.execute(statement, {"runs": list(run_ids), "ids": ids})
-        cursor.execute(_ENDS, {"ids": ids})
+        _take_away(cursor, run_ids, touched)
+        cursor.execute(_ENDS, {"ids": sorted(touched)})
     return touched
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q, Subquery
+from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
 import detection
@@ -104,6 +104,14 @@ def check_next_call(
 def live_runs(project: Project):  # type: ignore[no-untyped-def]
     """The project's live-API runs (live now or ended)."""
     return Run.objects.filter(project=project, format=LIVE_FORMAT)
+
+
+def stopped_calls(run: Run) -> QuerySet[StoppedCall]:
+    """The calls the guard stopped in a run, by the step they came before; none (and no
+    query) for a run that was not sent live."""
+    if run.format != LIVE_FORMAT:
+        return StoppedCall.objects.none()
+    return run.stopped_calls.all()
 
 
 def session_id(external_id: str) -> str:

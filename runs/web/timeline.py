@@ -17,7 +17,7 @@ from django.db.models import Count, Func, Q, TextField
 from django.db.models.functions import Cast, Left
 
 from ..models import Finding, LedgerRow, Run, Step, StoppedCall
-from ..services import summary
+from ..services import live, summary
 from ..services.summary import Band
 
 ROWS_PER_PAGE = 120  # a few screens; more come with htmx
@@ -207,7 +207,7 @@ def build_window(
             if lo <= seq <= hi:
                 crossed.setdefault(seq, []).append(Crossing(finding, severity, seq))
     stopped: dict[int, list[StoppedCall]] = {}  # the step it came after -> the stopped calls
-    for call in run.stopped_calls.filter(before_seq__range=(lo + 1, hi + 1)):
+    for call in live.stopped_calls(run).filter(before_seq__range=(lo + 1, hi + 1)):
         stopped.setdefault(call.before_seq - 1, []).append(call)
     items: list[Item] = []
     previous: datetime | None = None
@@ -229,13 +229,8 @@ def build_window(
                 )
             )
             previous = (last.started_at if last else None) or previous
-            after = [
-                c
-                for seq, cs in sorted(stopped.items())
-                if band.start <= seq <= band.end
-                for c in cs
-            ]
-            items.extend(Item("stopped", stopped=call) for call in after)
+            for seq in sorted(seq for seq in stopped if band.start <= seq <= band.end):
+                items.extend(Item("stopped", stopped=call) for call in stopped[seq])
             continue
         for seq in range(segment[1], segment[2] + 1):
             step = by_seq.get(seq)

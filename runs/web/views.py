@@ -20,7 +20,7 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 import detection
 
 from ..models import AlertRule, ApiKey, Project, Run
-from ..services import access, api_keys, digest, downloads, filters, ingest, issues, summary
+from ..services import access, api_keys, digest, downloads, filters, ingest, issues, live, summary
 from ..services import alerts as alert_service
 from ..services import backtest as backtest_service
 from ..services import channels as channel_service
@@ -109,7 +109,7 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
     findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
     more_findings = run.findings.count() - FINDINGS_SHOWN if len(findings) > FINDINGS_SHOWN else 0
     findings = findings if all_findings else findings[:FINDINGS_SHOWN]
-    stopped = list(run.stopped_calls.all()[: STOPPED_SHOWN + 1])
+    stopped = list(live.stopped_calls(run)[: STOPPED_SHOWN + 1])
     judged = labels_service.for_findings(run, findings)
     for finding in findings:
         finding.label = judged.get(finding.pk)  # what _label.html shows
