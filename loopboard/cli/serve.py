@@ -4,6 +4,10 @@ With no DATABASE_URL this starts the embedded PostgreSQL (var/pg), migrates, cre
 the demo login and sample runs, then runs gunicorn and one worker until Ctrl-C. The
 children die with the launcher, even when it is killed (SIGKILL) on Linux, and the banner
 is printed once the web server answers.
+
+The children run in their own process group, so a Ctrl-C in the terminal reaches only the
+launcher, which then stops them gracefully (SIGTERM: gunicorn finishes its requests, the
+worker its tasks) instead of each child getting the SIGINT at a different moment.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -35,10 +40,13 @@ def die_with(parent: int):  # type: ignore[no-untyped-def]
     return arrange
 
 
-def wait_until_listening(host: str, port: int, web: subprocess.Popen) -> bool:
-    """Wait until the web server accepts connections; False if it exited or timed out."""
+def wait_until_listening(
+    host: str, port: int, web: subprocess.Popen, stopping: Callable[[], bool]
+) -> bool:
+    """Wait until the web server accepts connections; False if it exited, timed out, or
+    `stopping()` became true (Ctrl-C)."""
     deadline = time.monotonic() + LISTEN_TIMEOUT
-    while time.monotonic() < deadline and web.poll() is None:
+    while time.monotonic() < deadline and web.poll() is None and not stopping():
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return True
@@ -77,12 +85,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.host not in ("127.0.0.1", "localhost", "0.0.0.0"):
         env.setdefault("ALLOWED_HOSTS", f"{args.host},127.0.0.1,localhost")
 
-    manage("migrate", "--noinput", "-v", "0", env=env)
-    manage("collectstatic", "--noinput", "-v", "0", env=env)
-    # Nothing else runs yet, so whatever is unfinished was left by a worker that died.
-    manage("requeue_stale", "--older-than", "0", env=env)
-    if not args.no_demo:
-        manage("seed_demo", *(["--user"] if embedded_db else []), env=env)
+    try:
+        manage("migrate", "--noinput", "-v", "0", env=env)
+        manage("collectstatic", "--noinput", "-v", "0", env=env)
+        # Nothing else runs yet, so whatever is unfinished was left by a worker that died.
+        manage("requeue_stale", "--older-than", "0", env=env)
+        if not args.no_demo:
+            manage("seed_demo", *(["--user"] if embedded_db else []), env=env)
+    except KeyboardInterrupt:
+        print("Stopped before the server started.", flush=True)
+        return 130
+
+    stopping = False
+
+    def stop(*_args) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
 
     bin_dir = Path(sys.executable).parent
     web = subprocess.Popen(
@@ -100,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         env=env,
         cwd=BASE_DIR,
+        process_group=0,  # out of the terminal's group: Ctrl-C reaches only the launcher
         preexec_fn=die_with(os.getpid()),  # safe: the launcher has no threads
     )
     worker = subprocess.Popen(
@@ -122,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         ],
         env=env,
         cwd=BASE_DIR,
+        process_group=0,  # out of the terminal's group: Ctrl-C reaches only the launcher
         preexec_fn=die_with(os.getpid()),  # safe: the launcher has no threads
     )
     shown = "127.0.0.1" if args.host == "0.0.0.0" else args.host
-    if not wait_until_listening(shown, args.port, web):
+    children = {"web server": web, "worker": worker}
+    if not wait_until_listening(shown, args.port, web, lambda: stopping):
+        if stopping:
+            return stop_children(children, status=0)
         print(f"The web server did not start on {shown}:{args.port}; stopping.", flush=True)
-        return stop_children({"web server": web, "worker": worker}, status=1)
+        return stop_children(children, status=1)
     banner = [
         "",
         f"  loopboard is running at http://{shown}:{args.port}/",
@@ -138,16 +164,6 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     print("\n".join(banner), flush=True)
-
-    stopping = False
-
-    def stop(*_args) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
-    children = {"web server": web, "worker": worker}
     status = 0
     while not stopping:
         for name, child in children.items():
@@ -159,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def stop_children(children: dict[str, subprocess.Popen], status: int) -> int:
-    """Stop the web server and the worker (SIGTERM, then SIGKILL after 15 s)."""
+    """Stop the web server and the worker (SIGTERM, then SIGKILL after 15 s).
+
+    SIGTERM is gunicorn's graceful stop (its workers finish their requests within the
+    5-second graceful timeout) and Celery's warm shutdown."""
     print("Stopping web server and worker…", flush=True)
     for child in children.values():
         if child.poll() is None:

@@ -77,3 +77,41 @@ def test_the_embedded_server_forgets_users_that_died(tmp_path):
     (tmp_path / ".handle_pids.json").write_text(json.dumps([os.getpid(), dead.pid]))
     assert embedded.forget_dead_handles(tmp_path) == [os.getpid()]
     assert json.loads((tmp_path / ".handle_pids.json").read_text()) == [os.getpid()]
+
+
+def wait_for_banner(launcher: subprocess.Popen, log: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and b"running at" not in log.read_bytes():
+        assert launcher.poll() is None, log.read_text()
+        time.sleep(0.2)
+    assert b"running at" in log.read_bytes(), log.read_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_shuts_down_cleanly_without_killing_a_worker(tmp_path):
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the launcher
+    and every child it started. The web server and the worker stop gracefully, so the log
+    has no SIGKILL and no traceback."""
+    port = free_port()
+    path = tmp_path / "serve.log"
+    log = open(path, "w+b")  # noqa: SIM115 - read back below
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "loopboard.cli", "serve", "--no-demo", "--port", str(port),
+         "--web-workers", "2", "--worker-concurrency", "1"],
+        cwd=ROOT, env=worker_env(), stdout=log, stderr=subprocess.STDOUT,
+        process_group=0,  # its own group, as a shell gives a foreground job
+    )  # fmt: skip
+    try:
+        wait_for_banner(launcher, path)
+        os.killpg(launcher.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        assert launcher.wait(timeout=60) == 0, path.read_text()
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
+    text = path.read_text()
+    assert "Stopped." in text
+    assert "SIGKILL" not in text, text
+    assert "Perhaps out of memory" not in text, text
+    assert "Traceback" not in text, text
+    assert not answers(port)
