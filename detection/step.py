@@ -35,6 +35,7 @@ class Step:
     tokens_in: Any = None  # int | None (some sources give a float)
     tokens_out: Any = None  # int | None
     cost: Any = None  # float | None
+    lane: Any = None  # str | None: the actor (a sub-agent) whose action this is; None: the main agent
 
     @property
     def is_tool_call(self) -> bool:

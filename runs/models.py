@@ -292,6 +292,7 @@ class Step(models.Model):
     tokens_out = models.IntegerField(null=True, blank=True)
     cost = models.FloatField(null=True, blank=True)
     call_sig = models.CharField(max_length=80, blank=True)  # detection.keys.call_signature
+    lane = models.CharField(max_length=255, blank=True)  # the actor (sub-agent); "": the main one
 
     class Meta:
         ordering = ["run", "seq"]
