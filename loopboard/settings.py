@@ -246,8 +246,11 @@ NINJA_PAGINATION_MAX_LIMIT = 500
 NINJA_PAGINATION_MAX_OFFSET = 10_000_000
 
 # --- Alerts -----------------------------------------------------------------------------------
-# Links in alert messages are absolute: where people reach this loopboard.
-LOOPBOARD_BASE_URL = os.environ.get("LOOPBOARD_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# Links in alert messages are absolute: where people reach this loopboard. Unset, it is where
+# `loopboard serve` listens by default: 127.0.0.1 on PORT (8000).
+LOOPBOARD_BASE_URL = os.environ.get(
+    "LOOPBOARD_BASE_URL", f"http://127.0.0.1:{env_int('PORT', 8000)}"
+).rstrip("/")
 # Webhook and Slack URLs that resolve to loopback, link-local or private addresses are refused
 # (at save and at send time) unless this is set: a receiver on the same network, or tests.
 LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = env_bool("LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS", False)

@@ -42,3 +42,24 @@ def test_only_postgresql_is_accepted():
     out = load_settings(DATABASE_URL="sqlite:///x.db", SECRET_KEY="k")
     assert out.returncode != 0
     assert "PostgreSQL" in out.stderr
+
+
+def base_url(**env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k not in ("LOOPBOARD_BASE_URL", "PORT")}
+    out = subprocess.run(
+        [sys.executable, "-c", "import loopboard.settings as s; print(s.LOOPBOARD_BASE_URL)"],
+        cwd=ROOT, env=clean | {"SECRET_KEY": "k", "DATABASE_URL": "postgres://u@h/x"} | env,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_base_url_follows_the_port_the_server_listens_on():
+    assert base_url() == "http://127.0.0.1:8000"
+    assert base_url(PORT="18940") == "http://127.0.0.1:18940"
+
+
+def test_loopboard_base_url_wins_over_the_port():
+    url = base_url(PORT="18940", LOOPBOARD_BASE_URL="https://loops.example.com/")
+    assert url == "https://loops.example.com"
