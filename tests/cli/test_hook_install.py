@@ -1,5 +1,6 @@
 """`loopboard hook install/uninstall` on settings files that already hold other hooks, the
-config file outside the repository, and the hook commands failing open with no server."""
+uncommitted default and the portable `--shared` install, the config file outside the
+repository, and the hook commands failing open with no server (or a slow one)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 LOOPBOARD = [sys.executable, "-m", "loopboard.cli"]
+VENV_BIN = str(Path(sys.executable).parent)  # where this environment's `loopboard` script is
 
 CLAUDE_SETTINGS = {
     "model": "opus",
@@ -48,7 +50,21 @@ def home(tmp_path) -> dict[str, str]:
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPBOARD_")}
     env |= {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    env["PATH"] = VENV_BIN + os.pathsep + "/usr/bin:/bin"  # loopboard is on PATH, as installed
     return env
+
+
+def machine_paths(home: dict[str, str]) -> list[str]:
+    """Paths of this machine a committed settings file must not hold."""
+    return [VENV_BIN, sys.prefix, str(Path(sys.executable).resolve().parent), home["HOME"]]
+
+
+def assert_portable(path: Path, home: dict[str, str]) -> None:
+    """Every loopboard command in the file is the bare `loopboard hook ...`."""
+    text = path.read_text()
+    for machine in machine_paths(home):
+        assert machine not in text, (machine, text)
+    assert "python" not in text and "/loopboard " not in text
 
 
 @pytest.fixture
@@ -67,33 +83,87 @@ def test_install_merges_with_other_hooks_and_uninstall_restores_the_file(home, p
     path.parent.mkdir()
     path.write_text(json.dumps(CLAUDE_SETTINGS, indent=2) + "\n")
 
-    done = loopboard("hook", "install", "claude-code", "--key", "lb_x", env=home, cwd=project)
+    done = loopboard(
+        "hook", "install", "claude-code", "--shared", "--key", "lb_x", env=home, cwd=project
+    )
     assert done.returncode == 0, done.stderr
+    assert_portable(path, home)
+    assert not (project / ".claude" / "settings.local.json").exists()
     installed = json.loads(path.read_text())
     assert installed["model"] == "opus" and installed["permissions"] == {
         "allow": ["Bash(git status)"]
     }
     pre = commands(installed, "PreToolUse")
-    assert pre[0] == "./guard.sh" and pre[1].endswith("hook claude-code pre")
+    assert pre == ["./guard.sh", "loopboard hook claude-code pre"]
     assert commands(installed, "Stop")[0] == "say done"
     assert commands(installed, "Stop")[1].endswith("hook claude-code stop")
     for event in ("PostToolUse", "PostToolUseFailure", "SessionEnd"):
         assert commands(installed, event)[-1].split()[-3:-1] == ["hook", "claude-code"]
     assert "lb_x" not in path.read_text()  # the key stays out of the repository
 
-    again = loopboard("hook", "install", "claude-code", env=home, cwd=project)
+    again = loopboard("hook", "install", "claude-code", "--shared", env=home, cwd=project)
     assert again.returncode == 0 and json.loads(path.read_text()) == installed  # idempotent
 
-    gone = loopboard("hook", "uninstall", "claude-code", env=home, cwd=project)
+    gone = loopboard("hook", "uninstall", "claude-code", "--shared", env=home, cwd=project)
     assert gone.returncode == 0 and "removed 5 loopboard hooks" in gone.stdout
     assert json.loads(path.read_text()) == CLAUDE_SETTINGS
     assert loopboard("hook", "uninstall", "claude-code", env=home, cwd=project).returncode == 0
     assert json.loads(path.read_text()) == CLAUDE_SETTINGS
 
 
+def test_claude_code_installs_into_the_uncommitted_local_settings_by_default(home, project):
+    shared = project / ".claude" / "settings.json"
+    shared.parent.mkdir()
+    shared.write_text(json.dumps(CLAUDE_SETTINGS))
+    done = loopboard("hook", "install", "claude-code", env=home, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "not committed" in done.stdout
+    assert json.loads(shared.read_text()) == CLAUDE_SETTINGS  # the committed file: untouched
+    local = project / ".claude" / "settings.local.json"
+    command = commands(json.loads(local.read_text()), "PreToolUse")[0]
+    assert command == f"{VENV_BIN}/loopboard hook claude-code pre"  # this machine's own file
+    status = loopboard("hook", "status", "claude-code", env=home, cwd=project)
+    assert f"claude-code  {shared}: not installed (shared)" in status.stdout
+    assert (
+        f"claude-code  {local}: PreToolUse, PostToolUse, PostToolUseFailure, Stop, SessionEnd"
+        " (local)" in status.stdout
+    )
+    gone = loopboard("hook", "uninstall", "claude-code", env=home, cwd=project)
+    assert gone.returncode == 0 and f"{local}: removed 5 loopboard hooks" in gone.stdout
+    assert json.loads(local.read_text()) == {}
+    assert json.loads(shared.read_text()) == CLAUDE_SETTINGS
+
+
+def test_no_machine_path_reaches_a_committed_file_of_any_agent(home, project):
+    for agent, path in (
+        ("claude-code", ".claude/settings.json"),
+        ("gemini-cli", ".gemini/settings.json"),
+        ("cursor", ".cursor/hooks.json"),
+    ):
+        done = loopboard("hook", "install", agent, "--shared", env=home, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert_portable(project / path, home)
+    for agent in ("gemini-cli", "cursor"):  # their default is the committed file: portable too
+        assert loopboard("hook", "install", agent, env=home, cwd=project).returncode == 0
+    assert_portable(project / ".gemini/settings.json", home)
+    assert_portable(project / ".cursor/hooks.json", home)
+
+
+def test_without_loopboard_on_path_the_committed_default_is_refused(home, project):
+    bare = home | {"PATH": "/usr/bin:/bin"}
+    done = loopboard("hook", "install", "gemini-cli", env=bare, cwd=project)
+    assert done.returncode == 1 and "not on PATH" in done.stderr and "--user" in done.stderr
+    assert not (project / ".gemini").exists()
+    user = loopboard("hook", "install", "gemini-cli", "--user", env=bare, cwd=project)
+    assert user.returncode == 0, user.stderr  # the user's own file may name this machine's path
+    shared = loopboard("hook", "install", "cursor", "--shared", env=bare, cwd=project)
+    assert shared.returncode == 0 and "not on PATH here" in shared.stderr  # asked for: written
+    assert_portable(project / ".cursor/hooks.json", home)
+
+
 def test_install_into_a_project_without_settings_and_uninstall_leaves_no_hooks(home, project):
     assert loopboard("hook", "install", "claude-code", env=home, cwd=project).returncode == 0
-    path = project / ".claude" / "settings.json"
+    path = project / ".claude" / "settings.local.json"
     assert set(json.loads(path.read_text())["hooks"]) == {
         "PreToolUse",
         "PostToolUse",
@@ -147,7 +217,7 @@ def test_gemini_and_cursor_install_round_trips(home, project):
 
 
 def test_install_refuses_a_settings_file_that_is_not_json(home, project):
-    path = project / ".claude" / "settings.json"
+    path = project / ".claude" / "settings.local.json"
     path.parent.mkdir()
     path.write_text("{ not json")
     done = loopboard("hook", "install", "claude-code", env=home, cwd=project)
@@ -262,9 +332,10 @@ def test_status_shows_where_the_hooks_are_and_that_the_server_is_down(home, proj
     assert "unreachable" in lines[0]
     assert (
         f"gemini-cli   {project / '.gemini/settings.json'}: BeforeTool, AfterTool, SessionEnd"
-        in lines
+        " (shared)" in lines
     )
-    assert f"claude-code  {project / '.claude/settings.json'}: not installed" in lines
+    assert f"claude-code  {project / '.claude/settings.json'}: not installed (shared)" in lines
+    assert f"claude-code  {project / '.claude/settings.local.json'}: not installed (local)" in lines
     only = loopboard("hook", "status", "cursor", env=home, cwd=project)
     assert only.returncode == 1 and "no API key" in only.stdout
     assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == ["cursor", "cursor"]
