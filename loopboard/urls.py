@@ -1,5 +1,5 @@
-"""The site's URLs: health check, login, admin, the JSON API, the OTLP receivers (traces, logs),
-Prometheus metrics, the pages."""
+"""The site's URLs: health check, login, admin, the JSON API, the OTLP receivers (traces,
+logs, metrics), Prometheus metrics, the pages."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -18,6 +18,7 @@ urlpatterns = [
     path("api/", api.urls),
     path("v1/traces", otlp_http.receive_traces, name="otlp_traces"),
     path("v1/logs", otlp_http.receive_logs, name="otlp_logs"),
+    path("v1/metrics", otlp_http.receive_metrics, name="otlp_metrics"),
     path("metrics", metrics_http.metrics, name="metrics"),
     path("", include("runs.urls")),
 ]

@@ -7,6 +7,8 @@ a `google.rpc.Status` in the request's encoding under /v1/ (what OTLP exporters 
 from __future__ import annotations
 
 import logging
+import tempfile
+from typing import IO
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -18,6 +20,8 @@ log = logging.getLogger(__name__)
 
 API_PREFIXES = ("/api/", "/v1/")
 OUTAGE_RETRY_AFTER = "5"  # seconds; OTLP exporters and push retry a 503 after this
+SPOOL_MEMORY_BYTES = 1024 * 1024  # a chunked body past this goes to a temporary file
+READ_BYTES = 64 * 1024  # read a chunked body this much at a time
 
 
 def error_response(request: HttpRequest, message: str, status: int, **headers: str) -> HttpResponse:
@@ -37,34 +41,49 @@ def outage_response(request: HttpRequest) -> HttpResponse:
 
 
 class ApiMiddleware:
-    """For API and OTLP requests: refuse a body before it is read (413 when its declared size
-    is over MAX_UPLOAD_BYTES, 411 when it is chunked with no length, which would read as
-    empty), and answer what a view did not handle in the path's terms (`process_exception`)."""
+    """For API and OTLP requests: refuse a body over MAX_UPLOAD_BYTES before it is read in full
+    (413 when its declared size is over, or when a chunked body grows past it while it is
+    read), and answer what a view did not handle in the path's terms (`process_exception`).
+
+    A chunked body (no Content-Length: the OpenTelemetry JS exporter always streams) is read
+    here into a temporary file, a chunk at a time, and the request then reads it with its
+    size as Content-Length, so views and the multipart parser see an ordinary body. That
+    needs a server that undoes the chunking (gunicorn says so with `wsgi.input_terminated`);
+    under one that does not, a chunked body is refused with 411.
+    """
 
     def __init__(self, get_response) -> None:  # type: ignore[no-untyped-def]
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.path.startswith(API_PREFIXES):
-            refused = self.refusal(request)
-            if refused is not None:
-                return refused
-        return self.get_response(request)
+        if not request.path.startswith(API_PREFIXES):
+            return self.get_response(request)
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
+        spooled: IO[bytes] | None = None
+        if is_chunked(request):
+            spooled = spool_body(request)
+            if spooled is None:
+                return too_large(request)
+        try:
+            return self.get_response(request)
+        finally:
+            if spooled is not None:
+                spooled.close()
 
     def refusal(self, request: HttpRequest) -> HttpResponse | None:
+        if is_chunked(request):
+            if not request.META.get("wsgi.input_terminated"):
+                message = "this server cannot read a chunked body: send it with a Content-Length"
+                return error_response(request, message, 411)
+            return None
         try:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
-        if chunked and not length:
-            return error_response(request, "send the body with a Content-Length", 411)
         if length > settings.MAX_UPLOAD_BYTES:
-            message = (
-                f"request body of {length} bytes is over the limit of "
-                f"{settings.MAX_UPLOAD_BYTES} bytes"
-            )
-            return error_response(request, message, 413)
+            return too_large(request, length)
         return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
@@ -76,3 +95,35 @@ class ApiMiddleware:
             return outage_response(request)
         log.exception("%s %s failed", request.method, request.path, exc_info=exception)
         return error_response(request, "internal error; it is logged", 500)
+
+
+def is_chunked(request: HttpRequest) -> bool:
+    """Whether the body comes chunked, with no Content-Length."""
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    return chunked and not request.META.get("CONTENT_LENGTH")
+
+
+def too_large(request: HttpRequest, length: int | None = None) -> HttpResponse:
+    """413: the body is (or grew) over MAX_UPLOAD_BYTES."""
+    limit = settings.MAX_UPLOAD_BYTES
+    size = f"of {length} bytes " if length is not None else ""
+    return error_response(request, f"request body {size}is over the limit of {limit} bytes", 413)
+
+
+def spool_body(request: HttpRequest) -> IO[bytes] | None:
+    """Read a chunked body into a temporary file and make it the request's body (its size as
+    Content-Length); None, with nothing more read, once it grows past MAX_UPLOAD_BYTES."""
+    limit = settings.MAX_UPLOAD_BYTES
+    source = request.META["wsgi.input"]
+    spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115
+    size = 0
+    while chunk := source.read(min(READ_BYTES, limit + 1 - size)):
+        size += len(chunk)
+        if size > limit:
+            spooled.close()
+            return None
+        spooled.write(chunk)
+    spooled.seek(0)
+    request.META["CONTENT_LENGTH"] = str(size)
+    request._stream = spooled  # type: ignore[attr-defined] # what request.read() reads
+    return spooled

@@ -1,5 +1,7 @@
 """`POST /v1/traces` and `POST /v1/logs`: the OTLP/HTTP trace and logs receivers, answering as
-the OTLP specification says, with the same key, limits and answers.
+the OTLP specification says, with the same key, limits and answers. `POST /v1/metrics` takes
+metrics the same way (exporters such as OpenLLMetry send them beside their spans) and drops
+them once they decode: loopboard keeps no metrics.
 
 Success is `200` with an `ExportTraceServiceResponse` (`ExportLogsServiceResponse`) in the
 request's encoding (with `partial_success.rejected_spans` (`rejected_log_records`) and
@@ -24,6 +26,10 @@ from django.views.decorators.csrf import csrf_exempt
 from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.json_format import MessageToJson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..importers.otlp import logs, spans
@@ -91,11 +97,7 @@ def _read(request: HttpRequest, signal: str = "traces") -> tuple[bytes, spans.Ex
     """
     content_type = request.META.get("CONTENT_TYPE", "")
     spans.encoding_of(content_type)
-    body = request.read(settings.MAX_UPLOAD_BYTES + 1)
-    if len(body) > settings.MAX_UPLOAD_BYTES:
-        raise spans.OtlpError(
-            f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
-        )
+    body = _body(request)
     content_encoding = request.META.get("HTTP_CONTENT_ENCODING", "")
     reader = logs.read_request if signal == "logs" else spans.read_request
     try:
@@ -103,6 +105,16 @@ def _read(request: HttpRequest, signal: str = "traces") -> tuple[bytes, spans.Ex
     except spans.BodyTooLarge:
         return body, None
     return body, export
+
+
+def _body(request: HttpRequest) -> bytes:
+    """Return the request's body, or raise OtlpError(413) when it is over MAX_UPLOAD_BYTES."""
+    body = request.read(settings.MAX_UPLOAD_BYTES + 1)
+    if len(body) > settings.MAX_UPLOAD_BYTES:
+        raise spans.OtlpError(
+            f"request body is over the limit of {settings.MAX_UPLOAD_BYTES} bytes", 413
+        )
+    return body
 
 
 @csrf_exempt
@@ -117,18 +129,57 @@ def receive_logs(request: HttpRequest) -> HttpResponse:
     return _receive(request, "logs")
 
 
-def _receive(request: HttpRequest, signal: str) -> HttpResponse:
+@csrf_exempt
+def receive_metrics(request: HttpRequest) -> HttpResponse:
+    """Take one OTLP/HTTP metrics export request and drop it: a body that decodes gets an
+    empty `ExportMetricsServiceResponse`, with the key, limits and errors of the others."""
     encoding = _encoding_for_reply(request)
+    key = _authorize(request, "sending metrics", encoding)
+    if isinstance(key, HttpResponse):
+        return key
+    try:
+        spans.encoding_of(request.META.get("CONTENT_TYPE", ""))
+        body = _body(request)
+        data = spans.decompress(
+            body, request.META.get("HTTP_CONTENT_ENCODING", ""), max_bytes=_body_limits().max_bytes
+        )
+        spans.decode_export(
+            data,
+            encoding,
+            max_depth=settings.LOOPBOARD_MAX_JSON_DEPTH,
+            from_protobuf=ExportMetricsServiceRequest.FromString,
+            resources=lambda request: request.get("resourceMetrics"),
+            expected='an ExportMetricsServiceRequest: {"resourceMetrics": [...]}',
+        )
+    except spans.BodyTooLarge:
+        pass  # too big to decode here; it would be dropped all the same
+    except spans.OtlpError as exc:
+        return _error(exc.message, exc.status, encoding)
+    return _reply(ExportMetricsServiceResponse(), encoding)
+
+
+def _authorize(request: HttpRequest, doing: str, encoding: str) -> auth.KeyAuth | HttpResponse:
+    """Return the request's ingest key, or the answer to a request that may not send (not
+    POST, no or bad key, scope, rate limit)."""
     if request.method != "POST":
         return _error("use POST", 405, encoding, Allow="POST")
     try:
         key = auth.authenticate_request(request)
-        key.require(ApiKey.Scope.INGEST, "sending traces" if signal == "traces" else "sending logs")
+        key.require(ApiKey.Scope.INGEST, doing)
     except auth.AuthError as exc:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         return _error(exc.message, exc.status, encoding, **headers)
     except ratelimit.RateLimited as exc:
         return _error(str(exc), 429, encoding, **{"Retry-After": str(exc.retry_after)})
+    return key
+
+
+def _receive(request: HttpRequest, signal: str) -> HttpResponse:
+    encoding = _encoding_for_reply(request)
+    doing = "sending traces" if signal == "traces" else "sending logs"
+    key = _authorize(request, doing, encoding)
+    if isinstance(key, HttpResponse):
+        return key
     try:
         body, export = _read(request, signal)
     except spans.OtlpError as exc:
