@@ -45,7 +45,31 @@ class ToolRowForm(forms.Form):
     mutating = forms.ChoiceField(choices=TRISTATE, required=False)
 
 
-ToolRowFormSet = forms.formset_factory(ToolRowForm, extra=1, can_delete=True, max_num=200)
+class ToolRowBaseFormSet(forms.BaseFormSet):
+    """The tool rows, one table row each: every control is named after its column and row,
+    since the table's header is its only visible label."""
+
+    COLUMNS = {
+        "tool": "Tool or glob",
+        "warn": "Warn at",
+        "stop": "Stop at",
+        "max_repeats": "Max repeats",
+        "quota": "Quota",
+        "polling": "Polling",
+        "mutating": "Mutating",
+        "DELETE": "Remove",
+    }
+
+    def add_fields(self, form, index) -> None:
+        super().add_fields(form, index)
+        row = "new row" if index is None else f"row {index + 1}"
+        for name, field in form.fields.items():
+            field.widget.attrs["aria-label"] = f"{self.COLUMNS.get(name, name)}, {row}"
+
+
+ToolRowFormSet = forms.formset_factory(
+    ToolRowForm, formset=ToolRowBaseFormSet, extra=1, can_delete=True, max_num=200
+)
 
 _TRI_IN = {"": None, "yes": True, "no": False}
 _TRI_OUT = {None: "", True: "yes", False: "no"}
