@@ -19,9 +19,18 @@ speedups: $(STAMP)
 run: speedups
 	$(VENV)/bin/loopboard serve
 
+## axe-core (pinned in tests/e2e/axe/package-lock.json) for the browser tests' accessibility checks.
+AXE := tests/e2e/axe/node_modules/axe-core/axe.min.js
+.PHONY: axe
+axe: $(AXE)
+$(AXE): tests/e2e/axe/package.json tests/e2e/axe/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing (apt-get install npm): the browser tests need axe-core" >&2; exit 1; }
+	cd tests/e2e/axe && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $(AXE)
+
 ## Set up and run the whole test suite (DATABASE_URL / CELERY_BROKER_URL when set,
 ## the embedded PostgreSQL and filesystem broker otherwise).
-test: speedups
+test: speedups $(AXE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest $(PYTEST_ARGS)
@@ -35,4 +44,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) var/staticfiles .pytest_cache build
+	rm -rf $(VENV) var/staticfiles .pytest_cache build tests/e2e/axe/node_modules
