@@ -16,8 +16,16 @@ VAR_DIR = Path(os.environ.get("LOOPBOARD_VAR_DIR", BASE_DIR / "var"))
 DATABASE_NAME = "loopboard"
 
 
-def database_url(*, stop_on_exit: bool = False) -> str:
-    """Start (or attach to) the embedded PostgreSQL and return a URL for its `loopboard` db."""
+def database_url() -> str:
+    """Start (or attach to) the embedded PostgreSQL and return a URL for its `loopboard` db.
+
+    This process is added to the server's list of users (var/pg/.handle_pids.json) and taken
+    off it when it exits; the last user to exit stops the server. So a command run while
+    nothing else uses it (a `manage.py` command, pytest) stops what it started, and one run
+    beside `loopboard serve` leaves the server to it. Children that are given the URL in
+    DATABASE_URL (the web server and worker of `loopboard serve`) are not users themselves:
+    they die with the launcher that is.
+    """
     import warnings
 
     import psycopg
@@ -28,7 +36,7 @@ def database_url(*, stop_on_exit: bool = False) -> str:
 
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         forget_dead_handles(VAR_DIR / "pg")
-        server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop" if stop_on_exit else None)
+        server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop")
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         from loopboard import embedded
 
         print("Starting the embedded PostgreSQL (var/pg)…", flush=True)
-        env["DATABASE_URL"] = embedded.database_url(stop_on_exit=True)
+        env["DATABASE_URL"] = embedded.database_url()
         env["LOOPBOARD_EMBEDDED"] = "true"
     if args.host not in ("127.0.0.1", "localhost", "0.0.0.0"):
         env.setdefault("ALLOWED_HOSTS", f"{args.host},127.0.0.1,localhost")

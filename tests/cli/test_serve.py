@@ -115,3 +115,70 @@ def test_ctrl_c_shuts_down_cleanly_without_killing_a_worker(tmp_path):
     assert "Perhaps out of memory" not in text, text
     assert "Traceback" not in text, text
     assert not answers(port)
+
+
+def embedded_env(var_dir: Path) -> dict[str, str]:
+    """This process's environment with nothing set: the embedded default, in var_dir."""
+    unset = ("DATABASE_URL", "LOOPBOARD_EMBEDDED", "SECRET_KEY", "CELERY_BROKER_URL")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    return env | {"LOOPBOARD_VAR_DIR": str(var_dir), "LOOPBOARD_BROKER_DIR": str(var_dir / "b")}
+
+
+def postmaster(var_dir: Path) -> int | None:
+    """The pid of the embedded PostgreSQL in var_dir while it runs, else None."""
+    try:
+        pid = int((var_dir / "pg" / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if psutil.pid_exists(pid) else None
+
+
+def stop_postmaster(var_dir: Path) -> None:
+    if pid := postmaster(var_dir):
+        os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown
+        psutil.wait_procs([psutil.Process(pid)], timeout=30)
+
+
+def test_a_command_that_started_the_embedded_postgresql_stops_it(tmp_path):
+    try:
+        done = subprocess.run(
+            [sys.executable, "manage.py", "check", "--database", "default"],
+            cwd=ROOT, env=embedded_env(tmp_path), capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "pg" / "PG_VERSION").exists()  # it did start one
+        assert postmaster(tmp_path) is None  # and stopped it on the way out
+    finally:
+        stop_postmaster(tmp_path)
+
+
+def test_a_command_leaves_the_embedded_postgresql_to_a_server_that_uses_it(tmp_path):
+    env = embedded_env(tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", "--noreload", str(free_port())],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while postmaster(tmp_path) is None and time.monotonic() < deadline:
+            assert server.poll() is None, server.stdout.read()
+            time.sleep(0.5)
+        pid = postmaster(tmp_path)
+        assert pid is not None
+        done = subprocess.run(
+            [sys.executable, "manage.py", "check", "--database", "default"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert postmaster(tmp_path) == pid  # the server still has its database
+        server.send_signal(signal.SIGINT)  # Ctrl-C
+        server.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while postmaster(tmp_path) is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert postmaster(tmp_path) is None  # the last user stopped it
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        stop_postmaster(tmp_path)
