@@ -61,6 +61,9 @@ class Item:
     kind: str  # "step" | "fold" | "marker" | "gap" | "stopped"
     step: Step | None = None
     stopped: StoppedCall | None = None  # a call the live guard stopped after this point
+    # a folded band's: the calls stopped after one of its steps, shown inside the band (so
+    # that unfolding it, which replaces the band, shows them once, after their steps)
+    stopped_calls: list[StoppedCall] = field(default_factory=list)
     fold: Band | None = None
     first: Step | None = None
     last: Step | None = None
@@ -217,6 +220,11 @@ def build_window(
             inside = [c for seq, cs in crossed.items() if band.start <= seq <= band.end for c in cs]
             lit = any(band.start <= seq <= band.end for seq in highlight)
             first, last = by_seq.get(band.start), by_seq.get(band.end)
+            inside_stopped = [
+                call
+                for seq in sorted(seq for seq in stopped if band.start <= seq <= band.end)
+                for call in stopped[seq]
+            ]
             items.append(
                 Item(
                     "fold",
@@ -226,11 +234,10 @@ def build_window(
                     crossings=inside,
                     highlight=lit,
                     hue=hue(band.signature or band.tool),
+                    stopped_calls=inside_stopped,
                 )
             )
             previous = (last.started_at if last else None) or previous
-            for seq in sorted(seq for seq in stopped if band.start <= seq <= band.end):
-                items.extend(Item("stopped", stopped=call) for call in stopped[seq])
             continue
         for seq in range(segment[1], segment[2] + 1):
             step = by_seq.get(seq)

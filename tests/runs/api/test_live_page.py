@@ -71,9 +71,9 @@ def test_a_call_the_guard_stopped_shows_on_the_live_page_escaped(api, client_in)
     assert check.json()["verdict"] == "stop"
     poll = client_in.get(f"/runs/{run_id}/live/?after=3", HTTP_HX_REQUEST="true")
     html = poll.content.decode()
-    assert "Stopped by the guard" in html and "before step" in html
+    assert "Stopped by the guard" in html and "after step" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
-    assert f'href="/runs/{run_id}/?from=2#step-2">#3</a>' in html
+    assert f'href="/runs/{run_id}/?from=2#step-2">#2</a>' in html  # the step it came after
     assert api.get("/api/live/runs/page").json()["stopped_calls"] == 1
     page = client_in.get(f"/runs/{run_id}/").content.decode()  # and in the timeline, after #2
     marker = page.index('class="marker marker--stop marker--stopped" data-seq="3"')
