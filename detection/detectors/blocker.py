@@ -247,7 +247,7 @@ def _blocker_message(
         name = posixpath.basename(targets[0][5:]) or targets[0][5:]
         return (
             f"The last {count} calls of {tool} on {name} all failed with {said} since step "
-            f"{first}, each time with different arguments. Read the file again before the "
+            f"{first}. Read the file again before the "
             "next attempt, and change the approach if it still fails; or report the blocker."
         )
     if kinds == {"cmd"}:
@@ -417,8 +417,8 @@ class Blocker:
                     continue
                 message = (
                     f"{ev.tool} already failed {group.count} times since step "
-                    f"{group.first_seq} with \u201c{short(group.line, 100)}\u201d, with other "
-                    "arguments each time. If nothing the error names has changed, this call "
+                    f"{group.first_seq} with \u201c{short(group.line, 100)}\u201d. If nothing "
+                    "the error names has changed, this call "
                     "will fail the same way: fix the cause first, or report the blocker."
                 )
                 out.append((level, group.count + 1, group.seqs, message))
