@@ -1,27 +1,30 @@
-"""Step builders for the agent-harness importers (Claude Code, Codex, Gemini, SWE-agent,
-mini-swe-agent, OpenHands), which assemble their steps themselves before numbering them.
+"""The importer kit: step builders, and `finish_run`, the last step of every importer.
 
 Every value goes through `clip_json`, as in the message-list formats: long strings are cut
-and values nested deeper than max_depth are replaced, both with a marker.
+and values nested deeper than max_depth are replaced, both with a marker. Unknown stays
+unknown: arguments or a result the trace does not carry stay None.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from detection.model import Run, Step
 
 from .errors import TooManySteps
+from .merge import make_ids_unique, merge_copies
 from .reading import Limits, clip_json, clip_strings
 
 
 def tool_step(*, tool: str, args: Any, limits: Limits, **fields: Any) -> Step:
-    """Return a tool_call step: the name cut to 200 chars, no args given as {}, values clipped."""
+    """Return a tool_call step: the name cut to 200 chars, values clipped; args None (the
+    trace does not carry them) stay None."""
     return Step(
         seq=0,
         kind="tool_call",
         tool=(tool or "(unknown)")[:200],
-        args=clip_json(args if args is not None else {}, limits),
+        args=None if args is None else clip_json(args, limits),
         **fields,
     )
 
@@ -41,8 +44,15 @@ def set_result(
         step.ended_at = ended_at
 
 
-def finish_run(run: Run, *, source: str, limits: Limits) -> Run:
-    """Number the steps 0.. in order and enforce the step limit."""
+def finish_run(
+    run: Run, *, source: str, limits: Limits, call_ids: Mapping[int, str] | None = None
+) -> Run:
+    """The last step of every importer: merge the copies of each call into one step
+    (merge.py; `call_ids` names the call id of a tool step whose step id is not it, keyed by
+    `id(step)`), make step ids unique within the run, enforce the step limit and number the
+    steps 0.. in order."""
+    merge_copies(run, call_ids)
+    make_ids_unique(run)
     if len(run.steps) > limits.max_steps:
         raise TooManySteps(f"run {run.id!r} has more than {limits.max_steps} steps", source=source)
     for seq, step in enumerate(run.steps):

@@ -234,7 +234,7 @@ class _Blocks:
             step = conversation.call(
                 _first(part, ("name", "toolName")),
                 args,
-                call_id=_first(part, ("call_id", "toolCallId", "id")),
+                call_id=_first(part, ("call_id", "toolCallId", "tool_call_id", "id")),
                 batch_id=f"m{self.index}",
             )
             if not valid:

@@ -18,14 +18,17 @@ sub-agent. `branch(child)` gives the parent id for that child's steps: the sub-a
 the child's first message: the unclaimed call whose prompt is the child's first text, else
 the earliest unclaimed one of the latest batch that has one, else the latest such call
 (even if claimed), else the run's first step (the root of the conversation; none when the
-child's message is the first). Main-line steps keep parent_id None: in the engine a child
-sees the parent's earlier calls, but the parent's later calls never see the child's, so a
-child's calls are not counted as parent repeats (detection/model.py).
+child's message is the first). A child's steps are in a lane of their own (another actor:
+detection/model.py); main-line steps keep parent_id None. In the engine a child sees the
+parent's earlier calls, but the parent's later calls never see the child's, so a child's
+calls are not counted as parent repeats.
 
 Errors a result shows only in its text: `result_error` (text_errors' common table plus the
 format's own rules); an explicit flag always wins.
 
-Step ids are the source's ids made unique within the run (a repeated id gets "#2", "#3").
+Step ids are the source's ids; `builders.finish_run`, which every run read here goes
+through, merges the copies of one call (a `tool_call` part and a `tool_calls` entry with the
+same id) and then makes ids unique within the run (a repeated id gets "#2", "#3").
 
 Detection helpers (`messages_in`, `chat_marks`, `anthropic_marks`) read a `detect.Sample`
 once for the three formats, so each one's claim can name the fields that decide between them.
@@ -42,6 +45,7 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
+from .builders import finish_run
 from .content import content_text
 from .errors import Skips, TooManySteps, TraceError
 from .reading import (
@@ -121,7 +125,6 @@ class Conversation:
         self._open: dict[str, list[Step]] = {}  # call id -> unanswered calls, earliest first
         self._answered: set[int] = set()  # seq of calls that got their result
         self._batches: dict[str | None, list[Step]] = {}  # branch -> calls of its latest batch
-        self._ids: dict[str, int] = {}
         self._call_ids: dict[int, str] = {}  # seq -> the call id as the source wrote it
         self._spawns: list[Step] = []  # calls that start a sub-agent, in order
         self._claimed: set[int] = set()  # seq of spawns that a child already took
@@ -149,13 +152,10 @@ class Conversation:
                 f"run {self.run.id!r} has more than {self.limits.max_steps} steps",
                 source=self.source,
             )
-        if step.id is not None:
-            count = self._ids.get(step.id, 0) + 1
-            self._ids[step.id] = count
-            if count > 1:
-                step.id = f"{step.id}#{count}"
         if step.parent_id is None:
             step.parent_id = self.parent
+        if self.parent is not None and step.lane is None:
+            step.lane = f"agent:{self.parent}"  # an inlined sub-agent: another actor
         step.seq = len(self.run.steps)
         self.run.steps.append(step)
         return step
@@ -336,7 +336,7 @@ def read_conversations(
                 )
                 if not run.steps:
                     raise TraceError("no valid message in this conversation")
-                yield run
+                yield finish_run(run, source=source, limits=limits)
             except TooManySteps:
                 raise
             except TraceError as exc:
@@ -349,7 +349,7 @@ def read_conversations(
                     )
                 )
         if loose:
-            yield loose[0].run
+            yield finish_run(loose[0].run, source=source, limits=limits)
 
     yield from with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
 

@@ -90,6 +90,7 @@ import orjson
 from detection.model import Run, Step
 
 from . import text_errors
+from .builders import finish_run
 from .content import content_text, parse_json_text
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
@@ -702,7 +703,7 @@ class Builder:
         run.metadata["read_by"] = self.read_by.as_metadata()
         run.metadata["read_by"]["summary"] = self.read_by.summary()
         self.skips.apply(run)
-        return run
+        return finish_run(run, source=self.source, limits=self.limits)
 
 
 class ListState:

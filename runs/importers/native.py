@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
+from .builders import finish_run
 from .content import parse_time
 from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError, too_many_held
@@ -159,6 +160,4 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     reader.check_not_empty()
     for run in runs.values():
         run.steps.sort(key=lambda step: step.seq)  # stable: ties keep line order
-        for seq, step in enumerate(run.steps):
-            step.seq = seq
-        yield reader.skips.apply(run)
+        yield finish_run(reader.skips.apply(run), source=source, limits=limits)

@@ -29,6 +29,7 @@ from typing import IO, Any
 from detection.model import Run
 
 from . import text_errors
+from .builders import finish_run
 from .content import fnumber, number, parse_time
 from .conversation import Conversation
 from .detect import Claim, Sample, sample_of
@@ -89,7 +90,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             skips.add(error)
             run = Run(id=f"{base}#{index}", format=name)
         count += 1
-        yield skips.apply(run)
+        yield finish_run(skips.apply(run), source=source, limits=limits)
     if not count:
         raise TraceError("no simulations in this file", source=source, field="simulations")
 

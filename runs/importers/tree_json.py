@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
+from .builders import finish_run
 from .content import parse_json_text, parse_time
 from .conversation import with_skips
 from .detect import Claim, Sample, share
@@ -291,10 +292,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     def runs() -> Iterator[Run]:
         for run_id, root, line in roots:
             try:
-                if isinstance(root, Run):  # a single root, already read as it streamed
-                    yield root
-                    continue
-                yield run_from_root(root, run_id=run_id, source=source, limits=limits)
+                if not isinstance(root, Run):  # a single root is already read as it streamed
+                    root = run_from_root(root, run_id=run_id, source=source, limits=limits)
+                yield finish_run(root, source=source, limits=limits)
             except TooManySteps:
                 raise
             except TraceError as exc:

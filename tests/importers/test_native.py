@@ -28,9 +28,10 @@ NUMBERS = st.none() | st.integers(0, 10**6)
 def steps(draw) -> list[Step]:
     result = []
     for seq in range(draw(st.integers(1, 12))):
+        given = draw(IDS)
         common = dict(
             seq=seq,
-            id=draw(IDS),
+            id=None if given is None else f"{given}-{seq}",  # ids are unique within a run
             parent_id=draw(IDS),
             started_at=draw(st.none() | st.integers(10**9, 2 * 10**9).map(float)),
             tokens_in=draw(NUMBERS),
@@ -126,10 +127,11 @@ def test_huge_strings_are_clipped_and_deep_lines_refused():
     assert run.skipped == 1 and "nested deeper" in run.warnings[0]
 
 
-def test_duplicate_ids_and_a_parent_outside_the_file_are_kept():
+def test_duplicate_ids_are_made_unique_and_a_parent_outside_the_file_is_kept():
     data = (
         b'{"type":"tool_call","tool":"f","id":"a","parent_id":"gone"}\n'
         b'{"type":"tool_call","tool":"f","id":"a","parent_id":"a"}\n'
     )
     (run,) = parse(data)
-    assert [(s.id, s.parent_id) for s in run.steps] == [("a", "gone"), ("a", "a")]
+    # two unanswered calls that share an id and name no message are two calls
+    assert [(s.id, s.parent_id) for s in run.steps] == [("a", "gone"), ("a#2", "a")]

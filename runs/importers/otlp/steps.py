@@ -49,6 +49,7 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
+from ..builders import finish_run
 from ..content import parse_json_text
 from ..detect import Claim, Sample, share
 from ..errors import Skips, TooManySteps, TraceError, too_many_held
@@ -516,7 +517,11 @@ class Collector:
                 continue
             self._order(run)
             run.name = _run_name(run)
-        return [run for run in runs.values() if run.steps]
+        return [
+            finish_run(run, source=self.source, limits=self.limits, call_ids=self.call_ids)
+            for run in runs.values()
+            if run.steps
+        ]
 
     def _order(self, run: Run) -> None:
         last = float("-inf")

@@ -1,0 +1,127 @@
+"""One call is one step: the importer kit's merge of the copies a source writes of one call.
+
+Some sources write one tool call more than once, each copy carrying part of it:
+
+- chat exports of Claude Code and Codex sessions put a call both as a `tool_call` content
+  part and as a `tool_calls` entry of the same message, with the same id;
+- OpenTelemetry sends a tool span and a log event (or a model span's output) for one call;
+- hook logs write a call before it runs (no result) and again after (with the result).
+
+`builders.finish_run` passes every run through `merge_copies`, so this rule has one home.
+
+A tool step's call id is the one its importer names in `call_ids` (keyed by `id(step)`, for
+formats whose step ids are something else, such as OTLP span ids), else its `Step.id`.
+
+A later tool step is a copy of an earlier one when all of these hold:
+
+- they have the same call id;
+- the same tool name (or one of them is "(unknown)");
+- their arguments agree: equal, or one of them is unknown (None);
+- at most one of them carries a result (None means the trace does not carry it), so two
+  answered calls that reuse an id (tau-bench does) stay two calls;
+- when both name the message that issued them (`batch_id`), it is the same message; and when
+  neither carries a result, both must name it: without a result to join, only the message
+  says that two records are one call and not the same id used again.
+
+The copy is removed; the step written first keeps its place and its id and takes from the
+copy what it lacks (arguments, result, times, tokens, cost, batch, parent). Its status is
+the status of the copy that carries the result; without a result, a copy's failure
+("error", "invalid") wins over "ok". Steps whose parent was the copy hang from the step kept.
+
+Where a source gives no call id (hooks without `tool_use_id`), its importer pairs the
+records itself by the rule stated there; the merge only goes by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from detection.model import Run, Step
+
+UNKNOWN_TOOL = "(unknown)"
+FILLED = ("args", "result", "started_at", "ended_at", "tokens_in", "tokens_out", "cost",
+          "batch_id", "parent_id")  # fmt: skip
+
+
+def call_id_of(step: Step, call_ids: Mapping[int, str]) -> str | None:
+    """Return the call id of a tool step: the importer's note for it, else its step id."""
+    if step.kind != "tool_call":
+        return None
+    noted = call_ids.get(id(step))
+    if noted:
+        return noted
+    return str(step.id) if step.id not in (None, "") else None
+
+
+def is_copy(first: Step, later: Step) -> bool:
+    """Return whether `later` is a copy of `first` (same call id assumed; see the module)."""
+    if first.tool != later.tool and UNKNOWN_TOOL not in (first.tool, later.tool):
+        return False
+    if first.args is not None and later.args is not None and first.args != later.args:
+        return False
+    if first.result is not None and later.result is not None:
+        return False
+    if first.batch_id is not None and later.batch_id is not None:
+        return bool(first.batch_id == later.batch_id)
+    return first.result is not None or later.result is not None
+
+
+def absorb(kept: Step, copy: Step) -> None:
+    """Give `kept` what `copy` knows and it does not (see the module for the status rule)."""
+    if kept.tool == UNKNOWN_TOOL and copy.tool:
+        kept.tool = copy.tool
+    if copy.result is not None or kept.result is None and kept.status == "ok":
+        kept.status = copy.status
+    for name in FILLED:
+        if getattr(kept, name) is None and getattr(copy, name) is not None:
+            setattr(kept, name, getattr(copy, name))
+
+
+def merge_copies(run: Run, call_ids: Mapping[int, str] | None = None) -> int:
+    """Merge every copy of a call into the step written first; return how many were merged."""
+    call_ids = call_ids or {}
+    earlier: dict[str, list[Step]] = {}
+    moved: dict[str, str] = {}  # a removed copy's step id -> the kept step's id
+    kept: list[Step] = []
+    for step in run.steps:
+        call_id = call_id_of(step, call_ids)
+        if call_id is None:
+            kept.append(step)
+            continue
+        first = next((s for s in earlier.get(call_id, ()) if is_copy(s, step)), None)
+        if first is None:
+            earlier.setdefault(call_id, []).append(step)
+            kept.append(step)
+            continue
+        absorb(first, step)
+        if step.id is not None and first.id is not None and step.id != first.id:
+            moved[str(step.id)] = str(first.id)
+    merged = len(run.steps) - len(kept)
+    if merged:
+        for step in kept:
+            if step.parent_id is not None and str(step.parent_id) in moved:
+                step.parent_id = moved[str(step.parent_id)]
+        run.steps = kept
+    return merged
+
+
+def make_ids_unique(run: Run) -> None:
+    """Give a step whose id an earlier step of the run already has the suffix "#n" (n = 2, 3,
+    ...); references to that id keep naming the first step that has it."""
+    counts: dict[str, int] = {}
+    taken = {str(step.id) for step in run.steps if step.id is not None}
+    for step in run.steps:
+        if step.id is None:
+            continue
+        key = str(step.id)
+        count = counts.get(key, 0) + 1
+        counts[key] = count
+        if count == 1:
+            continue
+        unique = f"{key}#{count}"
+        while unique in taken:
+            count += 1
+            unique = f"{key}#{count}"
+        counts[key] = count
+        taken.add(unique)
+        step.id = unique
