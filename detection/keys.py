@@ -3,9 +3,15 @@
 Two calls are "the same" when their normalised values are equal:
 
 - object keys are sorted at every depth (``{a, b}`` equals ``{b, a}``);
-- volatile keys (timestamps, request/trace ids, nonces, durations) are dropped at every depth;
+- volatile keys (timestamps, request/trace ids, nonces, durations, the id of the tool call
+  itself) are dropped at every depth;
+- an object that names the tool call it answers (a ``tool_call_id`` or ``tool_use_id`` key:
+  a serialised LangChain ToolMessage, a tool_result block) is a message *about* the call:
+  its own ids (``id``, ``call_id``, ``run_id``, ``parent_run_id``, ``message_id``) are
+  dropped too, so it compares by what it says (content, status, name);
 - a string that holds a JSON object or array is parsed and normalised as that value
-  (Codex, OpenAI-style ``arguments`` arrive as JSON text);
+  (Codex, OpenAI-style ``arguments`` arrive as JSON text; ``json_in_text`` is the rule, for
+  every reader of arguments and results);
 - runs of ASCII whitespace in strings collapse to one space, ends are stripped;
 - a path-like string (no whitespace, has ``/``, not a URL) is canonicalised:
   ``./a//b/`` -> ``a/b``.
@@ -26,10 +32,14 @@ import orjson
 from xxhash import xxh3_64_hexdigest, xxh3_128_intdigest
 
 __all__ = [
+    "CALL_ID_KEYS",
     "DEFAULT_VOLATILE",
+    "MESSAGE_ID_KEYS",
     "call_signature",
     "digest",
     "digester",
+    "dropped_keys",
+    "json_in_text",
     "normalize",
     "progress_signature",
     "value_digest",
@@ -60,6 +70,32 @@ DEFAULT_VOLATILE: frozenset[str] = frozenset(
         "elapsed_ms",
         "execution_time",
         "wall_time",
+        # the id of the tool call itself, echoed back in its result (never a tool's target)
+        "tool_call_id",
+        "toolCallId",
+        "tool_use_id",
+        "toolUseId",
+    }
+)
+
+#: Keys that name the tool call an object answers: such an object is a message about the
+#: call (a serialised ToolMessage, a tool_result block), and its own ids go too.
+CALL_ID_KEYS: frozenset[str] = frozenset({"tool_call_id", "toolCallId", "tool_use_id", "toolUseId"})
+
+#: The ids of a message about a call: the message's, the call's and the framework run's.
+#: Dropped only inside such a message: elsewhere an ``id`` or a ``run_id`` may be the very
+#: thing a tool is asked about (``get_workflow_run(run_id=...)``).
+MESSAGE_ID_KEYS: frozenset[str] = frozenset(
+    {
+        "id",
+        "call_id",
+        "callId",
+        "run_id",
+        "runId",
+        "parent_run_id",
+        "parentRunId",
+        "message_id",
+        "messageId",
     }
 )
 
@@ -127,22 +163,49 @@ def _collapse(text: str) -> str:
     return _WS.sub(" ", text)
 
 
+def json_in_text(text: str) -> Any:
+    """Return the JSON object or array a string holds, or None when it holds none.
+
+    The one rule for JSON inside a string, for every reader of arguments and results (the
+    importers, signatures, loop fingerprints, run comparison): the stripped text starts with
+    ``{`` or ``[``, ends with ``}`` or ``]`` and parses as JSON. Anything else is text, so a
+    bare scalar such as "42", "true" or '"x"' stays text.
+    """
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
+        return None
+    try:
+        return orjson.loads(stripped)
+    except orjson.JSONDecodeError:  # not JSON, or nested deeper than orjson reads
+        return None
+
+
 def _normalize_str(text: str, volatile: frozenset[str]) -> Any:
     stripped = text.strip()
     if not stripped:
         return stripped
     if stripped[0] in "{[" and stripped[-1] in "}]":
-        try:
-            parsed = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            pass
-        else:
+        parsed = json_in_text(stripped)
+        if parsed is not None:
             return _normalize(parsed, volatile)
     if _WS_ANY.search(stripped) is None:  # one word: nothing to collapse
         if "/" in stripped and "://" not in stripped and len(stripped) < 4096:
             return canonical_path(stripped)
         return stripped
     return _collapse(stripped)
+
+
+def dropped_keys(obj: dict[Any, Any], volatile: frozenset[str]) -> frozenset[str]:
+    """Return the keys of an object that say nothing about the work: the volatile keys, and
+    in a message about a call (it holds a key of CALL_ID_KEYS) its ids too.
+
+    The one rule for keys, for signatures, result digests, loop fingerprints and the run
+    comparison. It holds at the object's level: what a message holds keeps its ``id``, as a
+    result's content may be about one.
+    """
+    if CALL_ID_KEYS.isdisjoint(obj):
+        return volatile
+    return volatile | MESSAGE_ID_KEYS
 
 
 def _normalize(value: Any, volatile: frozenset[str], sort: bool = True) -> Any:
@@ -154,16 +217,17 @@ def _normalize(value: Any, volatile: frozenset[str], sort: bool = True) -> Any:
     if isinstance(value, str):
         return _normalize_str(value, volatile)
     if isinstance(value, dict):
+        drop = dropped_keys(value, volatile)
         if not sort and all(type(key) is str for key in value):
             return {
                 key: _normalize(item, volatile, False)
                 for key, item in value.items()
-                if key not in volatile
+                if key not in drop
             }
         return {
             str(key): _normalize(value[key], volatile, sort)
             for key in sorted(value, key=str)
-            if key not in volatile
+            if key not in drop
         }
     if isinstance(value, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
         return [_normalize(item, volatile, sort) for item in value]
@@ -327,7 +391,10 @@ def progress_signature(
 # - quoted spans that are long or span lines (an echoed code snippet);
 # - numbers, line numbers and counts (but not the exit code or HTTP status, read first);
 # - hex ids, hashes, UUIDs, timestamps, and URLs down to their host (paths, query strings);
-# - the directories of a path (``/tmp/x/build/a.c`` and ``build/a.c`` both name ``a.c``).
+# - the directories of a path (``/tmp/x/build/a.c`` and ``build/a.c`` both name ``a.c``);
+# - a validation error's echo of the input: pydantic's ``input_value=…``, ``input_type=…``
+#   and its "For further information visit https://errors.pydantic.dev/…" line (three
+#   bookings each missing ``payment_id`` are one blocker, whatever else they sent).
 #
 # Only the error's salient lines are read: the lines that say what failed (an error word,
 # an exception class), the first four and the last four of them. A failure whose text has
@@ -382,6 +449,14 @@ _HEX = re.compile(
 )
 _PATH = re.compile(r"(?:[\w.~@+-]*/)+([\w.@+-]*)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_VALIDATION_ECHO = re.compile(
+    r",[ \t]*input_value=.*?,[ \t]*input_type=[\w.]+(?=\])"
+    r"|[ \t]*For further information visit https?://errors\.pydantic\.dev\S*",
+    re.IGNORECASE,
+)
+#: A pydantic error names its field on the line before the message: joined, "payment_id:
+#: Field required" and "seat: Field required" stay two blockers.
+_VALIDATION_LOC = re.compile(r"^(\S[^\n]*)\n[ \t]+(?=[^\n]*\[type=)", re.MULTILINE)
 _ECHO_TOKEN = re.compile(r"[^\s'\"`=,;()\[\]{}<>|&]+")
 
 
@@ -495,6 +570,8 @@ def error_fault(result: Any, args: Any = None) -> Fault:
             return "<arg>"
         return "<url " + match.group(1).lower().removeprefix("www.") + ">"
 
+    if "[type=" in text or "errors.pydantic.dev" in text:
+        text = _VALIDATION_ECHO.sub("", _VALIDATION_LOC.sub(r"\1: ", text))
     text = _URL.sub(url, text)  # first: an echoed value must not cut a URL in two
     for value in sorted((v for v in whole if len(v) >= 4), key=len, reverse=True):
         if value in text:

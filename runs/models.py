@@ -336,7 +336,7 @@ class Finding(models.Model):
     waste_tokens = models.BigIntegerField(null=True, blank=True)
     waste_cost = models.FloatField(null=True, blank=True)
     waste_seconds = models.FloatField(null=True, blank=True)
-    # The loop's fingerprint (`services.fingerprints`) and the issue it is grouped into.
+    # The loop's fingerprint (`detection.fingerprints`) and the issue it is grouped into.
     fingerprint = models.CharField(max_length=16, blank=True)
     issue = models.ForeignKey(
         "LoopIssue", null=True, blank=True, on_delete=models.SET_NULL, related_name="findings"

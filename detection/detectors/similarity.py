@@ -2,6 +2,14 @@
 
 None of these look at mutating or polling tools (an edit's "OK" is no stall; a poll is
 exempt), nor at failures (errors escalate as tool failures, see repeat.py and blocker.py).
+Result stall and near repeat judge results, so they never count a call whose result the
+trace does not carry (``Event.known_result``): two unknown results are not the same result.
+
+A result stall is a result that carries no information (``carries_nothing``: empty, not
+found, zero hits, an error in words) coming back for different arguments, or any one result
+coming back for near-duplicate arguments (a rephrased query). A sweep over different targets
+(``retargets``: another flight number, file or id) that gets one short answer each
+("available") is not a stall: each answer is news about its own target.
 
 Exploration is progress: a call whose arguments narrow the previous call's target (a deeper
 path, a tighter range, a query with more words) and whose result is new is not a near
@@ -12,9 +20,10 @@ again is still counted.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
-from ..keys import _normalize, _normalize_str, canonical_path
+from ..keys import _normalize, _normalize_str, canonical_path, json_in_text
 from .base import Event, Tally, add_seq, advice, jaccard, short, words
 
 if TYPE_CHECKING:
@@ -32,10 +41,85 @@ SHORT_RESULT = 4000
 TOKEN_CACHE = 256
 
 
+SHORT_NOTHING = 300  # a longer text says something, whatever words it holds
+_NOTHING = re.compile(
+    r"^\W*(?:none|null|nil|n/?a|empty|no|nothing)\W*$"
+    r"|\b(?:no|zero|0)\s+(?:\w+\s+)?(?:results?|matches|hits|items|records|entries|rows"
+    r"|documents|files|pages|issues|messages|data)\b"
+    r"|\bnot found\b|\bno match|\bnothing (?:found|matched|to show)|\bfound nothing\b"
+    r"|\bno such\b|\bdoes ?n[o']t exist\b|\bno data\b|\bcould not find\b|\bunknown\b"
+    r"|^\W*(?:error|exception|failed|failure|traceback)\b",
+    re.IGNORECASE,
+)
+_ERROR_KEYS = ("error", "errors", "exception")
+
+
+def carries_nothing(result: Any, depth: int = 0) -> bool:
+    """Return whether a (known) result tells nothing: empty, not found, zero hits, an error.
+
+    Text says nothing when it is blank, or short and says that nothing was found (or starts
+    with an error word); JSON text counts as its value. An object says nothing when it names
+    an error, or when every value in it says nothing (``{"results": [], "total": 0}``); an
+    array when every item does; ``null``, ``false`` and ``0`` say nothing.
+    """
+    if isinstance(result, str):
+        text = result.strip()
+        if not text:
+            return True
+        if text[0] in "{[" and depth < 4:
+            parsed = json_in_text(text)
+            if parsed is not None:
+                return carries_nothing(parsed, depth + 1)
+        return len(text) <= SHORT_NOTHING and _NOTHING.search(text) is not None
+    if isinstance(result, dict):
+        if depth >= 4:
+            return False
+        for key in _ERROR_KEYS:
+            if result.get(key):
+                return True
+        return all(carries_nothing(item, depth + 1) for item in result.values())
+    if isinstance(result, (list, tuple)):  # noqa: UP038 (a tuple is a constant)
+        if depth >= 4:
+            return False
+        return all(carries_nothing(item, depth + 1) for item in result[:50])
+    return result is None or result is False or (_number(result) and result == 0)
+
+
+def _one_token(value: Any) -> bool:
+    """A string that names a thing (an id, a code, a name, a path), not words said."""
+    return isinstance(value, str) and len(value.split()) <= 1
+
+
+def retargets(new: Any, old: Any, volatile: frozenset[str] = frozenset()) -> bool:
+    """Return whether a call asks about another target than the previous call did.
+
+    A target is a one-token string argument (a flight number, an id, a path, a name): one
+    that changed is a new target. A changed text of several words is the same question
+    put another way; a changed number, an added or a dropped argument is a variation.
+    """
+    if isinstance(new, str) and new[:1] in "{[":
+        parsed = json_in_text(new)
+        new = parsed if parsed is not None else new
+    if isinstance(old, str) and old[:1] in "{[":
+        parsed = json_in_text(old)
+        old = parsed if parsed is not None else old
+    if isinstance(new, str) and isinstance(old, str):
+        return new.strip() != old.strip() and (_one_token(new) or _one_token(old))
+    if not (isinstance(new, dict) and isinstance(old, dict)):
+        return False
+    for key, value in new.items():
+        if key in volatile or key not in old:
+            continue
+        before = old[key]
+        if value != before and retargets(value, before, volatile):
+            return True
+    return False
+
+
 class StallState:
     """The current run of one tool returning one result (see ResultStall)."""
 
-    __slots__ = ("epoch", "first_seq", "rdig", "seqs", "sigs", "tool")
+    __slots__ = ("epoch", "first_seq", "last", "nothing", "rdig", "seqs", "sigs", "tool")
 
     def __init__(self) -> None:
         self.tool: str | None = None  # None: no run going
@@ -44,10 +128,13 @@ class StallState:
         self.first_seq = 0
         self.seqs: list[int] = []
         self.epoch = 0
+        self.last: Any = None  # the arguments of the run's last call
+        self.nothing = -1  # whether the result carries nothing: 1 yes, 0 no, -1 not judged
 
     def start(self, ev: Event) -> None:
         """Start a new run with this call (the containers are reused: most runs are one call)."""
         self.tool, self.rdig, self.first_seq, self.epoch = ev.tool, ev.rdig, ev.seq, ev.epoch
+        self.last, self.nothing = ev.args, -1
         if len(self.sigs) > 1 or len(self.seqs) > 1:
             self.sigs, self.seqs = set(), []  # a finding may hold the old seqs
         else:
@@ -60,6 +147,7 @@ class StallState:
         twin = StallState()
         twin.tool, twin.rdig, twin.sigs = self.tool, self.rdig, set(self.sigs)
         twin.first_seq, twin.seqs, twin.epoch = self.first_seq, list(self.seqs), self.epoch
+        twin.last, twin.nothing = self.last, self.nothing
         return twin
 
 
@@ -72,7 +160,8 @@ def _stall_message(tool: str, result: Any, count: int, first: int) -> str:
 
 
 class ResultStall:
-    """The same tool returning the same result in a row although the arguments vary."""
+    """The same tool returning the same result in a row although the arguments vary: a
+    result that carries nothing, or any result for near-duplicate arguments."""
 
     name = "result_stall"
 
@@ -81,11 +170,20 @@ class ResultStall:
             if ev.tool != state.tool or ev.status == "error":
                 state.tool = None
             return
+        if not (ev.known_result and ev.known_args):
+            state.tool = None  # an unknown result is no "same result": it ends the run
+            return
         if state.tool != ev.tool or state.rdig != ev.rdig or state.epoch != ev.epoch:
             state.start(ev)
             return
         if ev.sig in state.sigs:
             return  # the very same call again: the repeat detector's business
+        if state.nothing < 0:  # judged once per run, when a second call gets the result
+            state.nothing = 1 if carries_nothing(ev.result) else 0
+        if state.nothing == 0 and retargets(ev.args, state.last, ev.settings.volatile):
+            state.start(ev)  # a sweep: one answer per target is news about each target
+            return
+        state.last = ev.args
         state.sigs.add(ev.sig)
         add_seq(state.seqs, ev.seq)
         count = len(state.sigs)
@@ -271,8 +369,8 @@ class NearRepeat:
         self._tokens: dict[str, set[str]] = {}  # call sig -> arg tokens (bounded cache)
 
     def observe(self, state: dict[str, list[Cluster]], ev: Event, out: Monitor) -> None:
-        if ev.quiet:
-            return
+        if ev.quiet or not (ev.known_result and ev.known_args):
+            return  # nearly the same needs results (and arguments) the trace carries
         clusters = state.get(ev.tool)
         if clusters is None:
             clusters = state[ev.tool] = []

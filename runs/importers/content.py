@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from math import isfinite
 from typing import Any
 
-import orjson
+from detection.keys import json_in_text
 
 TEXT_KEYS = ("text", "refusal")
 
@@ -51,22 +51,15 @@ def _part_text(part: Any) -> str | None:
 def parse_json_text(value: Any) -> Any:
     """Return the JSON object or array held in a string, else the value unchanged.
 
-    Arguments (and some results) often arrive as JSON text. The rule, the same for every
-    importer: a string whose stripped text starts with `{` or `[`, ends with `}` or `]` and
-    parses as JSON becomes that value; anything else stays as it is, so a bare scalar such
-    as "42", "true" or '"x"' stays text. This is exactly the rule `detection.keys` applies
-    when it normalises arguments, so parsing here never changes a call signature: a call
-    reads the same whether its format sends the arguments as an object or as JSON text.
+    Arguments (and some results) often arrive as JSON text. The rule is
+    `detection.keys.json_in_text`, the one the engine applies when it normalises arguments
+    and results, so parsing here never changes a call signature: a call reads the same
+    whether its format sends the arguments as an object or as JSON text.
     """
     if not isinstance(value, str):
         return value
-    stripped = value.strip()
-    if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
-        return value
-    try:
-        return orjson.loads(stripped)
-    except orjson.JSONDecodeError:
-        return value
+    parsed = json_in_text(value)
+    return value if parsed is None else parsed
 
 
 def parse_time(value: Any) -> float | None:

@@ -37,9 +37,10 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 import detection
+from detection import fingerprints
 
 from ..models import BacktestJob, LoopIssue, Project, Run, Step, Verdict
-from . import fingerprints, labels, queue, storage
+from . import labels, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ exactly one row, in order.
 Two paired steps of the same status whose results differ only in volatile values are not
 "changed" in their result: the row says so (`Row.volatile`) and counts as equal when nothing
 else differs (`Comparison.volatile_only` counts those). The rule: the two results give the
-same `fingerprints.scrub_value` text and, for failed calls, their errors name the same exit
+same `detection.fingerprints.scrub_value` text and, for failed calls, their errors name the same exit
 code and HTTP status (`detection.keys.error_fault`). So ids, hashes, UUIDs, timestamps, URLs,
 paths and numbers inside text are volatile, and so are the values under volatile keys
 (`request_id`, `timestamp`, `duration_ms`...); other words, quoted strings, an error's class
@@ -47,10 +47,10 @@ import orjson
 from django.db import connection
 from django.db.models import Q
 
+from detection.fingerprints import FAILED, scrub_value
 from detection.keys import error_fault
 
 from ..models import Finding, Run, Step
-from .fingerprints import FAILED, scrub_value
 
 MAX_EDITS = 600  # Myers's D cap in one gap: its cost grows as D²
 EDIT_BUDGET = 1_500_000  # Myers inner steps for one whole comparison

@@ -28,9 +28,10 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 import detection
+from detection import fingerprints
 
 from ..models import Finding, IssueDay, IssueFacet, IssueRun, LoopIssue, Project, Run, Step
-from . import fingerprints, storage
+from . import storage
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,6 +257,11 @@ VOLATILE_ONLY = [
         ("TimeoutError: request 5f2c9a7e01 timed out after 30s", "error"),
         ("TimeoutError: request 09bd3e44fa timed out after 31s", "error"),
     ),
+    (  # a serialised LangGraph ToolMessage: the call's own id and the message's id differ
+        '{"type": "tool", "data": {"content": "42 rows", "tool_call_id": "call_3", "id": null}}',
+        '{"type": "tool", "data": {"content": "42 rows", "tool_call_id": "call_9", '
+        '"id": "3f1c0d7e-0d9b-4c1e-9a51-1f0e9b7c2a11"}}',
+    ),
 ]
 
 
@@ -283,6 +288,10 @@ STILL_CHANGED = [
     ),
     (("request failed with status 404", "error"), ("request failed with status 503", "error")),
     (("command failed, exit code 1", "error"), ("command failed, exit code 2", "error")),
+    (  # the same ToolMessage ids, other content
+        '{"type": "tool", "data": {"content": "42 rows", "tool_call_id": "call_3"}}',
+        '{"type": "tool", "data": {"content": "no rows", "tool_call_id": "call_3"}}',
+    ),
 ]
 
 

@@ -1,7 +1,7 @@
 """Loop fingerprints: one stable id per kind of loop, the same in every run of an agent.
 
-Pure (standard library and ``detection`` only), so the worker, the back-test and a benchmark
-all fingerprint a finding the same way::
+Part of the engine's library (standard library only), so the worker, the back-test, the run
+comparison and a benchmark all fingerprint a finding the same way::
 
     fingerprint(finding, steps) -> str   # 16 hex digits
     describe(finding, steps) -> str      # the issue title, in words
@@ -38,9 +38,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-import detection
-from detection.catalogue import title
-from detection.keys import DEFAULT_VOLATILE, call_signature, error_fault
+from .catalogue import title
+from .findings import Finding
+from .keys import DEFAULT_VOLATILE, call_signature, dropped_keys, error_fault, json_in_text
+from .step import Step
 
 __all__ = ["describe", "fingerprint", "scrub_value", "seqs_needed", "shape"]
 
@@ -69,17 +70,17 @@ _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
 _SPACE = re.compile(r"\s+")
 
 
-def fingerprint(finding: detection.Finding, steps: Any = ()) -> str:
+def fingerprint(finding: Finding, steps: Any = ()) -> str:
     """Return the finding's loop fingerprint: 16 hex digits, equal for the same loop."""
     return hashlib.sha1(shape(finding, steps).encode()).hexdigest()[:16]
 
 
-def seqs_needed(finding: detection.Finding) -> list[int]:
+def seqs_needed(finding: Finding) -> list[int]:
     """Return the seqs of the steps `fingerprint` and `describe` read for this finding."""
     return list(finding.seqs[:SEQS_READ])
 
 
-def shape(finding: detection.Finding, steps: Any = ()) -> str:
+def shape(finding: Finding, steps: Any = ()) -> str:
     """Return the text the fingerprint hashes: detector, tool and the loop's shape."""
     found = _steps_of(finding, steps)
     detector, tool = finding.detector, finding.tool or ""
@@ -108,7 +109,7 @@ def shape(finding: detection.Finding, steps: Any = ()) -> str:
     return f"{detector}|{tool}|{_scrub(finding.signature)}"
 
 
-def describe(finding: detection.Finding, steps: Any = ()) -> str:
+def describe(finding: Finding, steps: Any = ()) -> str:
     """Return the issue title of the finding's loop, in words (Markdown-style `tool`)."""
     found = _steps_of(finding, steps)
     detector, tool = finding.detector, f"`{finding.tool or '?'}`"
@@ -158,9 +159,10 @@ def scrub_value(value: Any) -> str:
     - text loses its URLs, timestamps, paths, ids, hashes and numbers to the placeholders of
       ``_scrub``, but keeps its case, whitespace and quoted strings (they are content), and
       ids behind a word prefix become ids too;
-    - the value of a volatile key (``DEFAULT_VOLATILE``: timestamps, request ids, timings)
-      becomes ``"<v>"``;
-    - a string that holds JSON counts as that value.
+    - the keys that call identity ignores are left out, by the engine's own rule
+      (``detection.keys.dropped_keys``): volatile keys (timestamps, request ids, timings, the
+      call's own id) and, in a message about a call (a serialised ToolMessage), its ids;
+    - a string that holds JSON counts as that value (``detection.keys.json_in_text``).
 
     A JSON number is kept: ``{"lines": 10}`` is not ``{"lines": 99999}``, as a number in a
     structured value is data, while one in text cannot be told from an id or a timing.
@@ -179,19 +181,16 @@ def _scrubbed_key(key: str) -> str:
 
 def _scrubbed(value: Any, depth: int) -> str:
     if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in "{[" and text[-1:] in "}]":
-            try:
-                return _scrubbed(json.loads(text), depth)
-            except (ValueError, RecursionError):  # not JSON, or nested past the parser
-                pass
+        parsed = json_in_text(value)
+        if parsed is not None:
+            return _scrubbed(parsed, depth)
         return json.dumps(_placeholders(value, values=True), ensure_ascii=False)
     if isinstance(value, dict) and depth < SCRUB_DEPTH:
+        drop = dropped_keys(value, DEFAULT_VOLATILE)
         items = sorted(
-            _scrubbed_key(str(k))
-            + ":"
-            + ('"<v>"' if str(k) in DEFAULT_VOLATILE else _scrubbed(v, depth + 1))
+            _scrubbed_key(str(k)) + ":" + _scrubbed(v, depth + 1)
             for k, v in value.items()
+            if str(k) not in drop
         )
         return "{" + ",".join(items) + "}"
     if isinstance(value, (list, tuple)) and depth < SCRUB_DEPTH:  # noqa: UP038
@@ -199,7 +198,7 @@ def _scrubbed(value: Any, depth: int) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def _steps_of(finding: detection.Finding, steps: Any) -> list[detection.Step]:
+def _steps_of(finding: Finding, steps: Any) -> list[Step]:
     """Return the finding's steps that are at hand, in seq order."""
     wanted = seqs_needed(finding)
     if isinstance(steps, Mapping):
@@ -243,13 +242,8 @@ def _placeholders(text: str, *, values: bool = False) -> str:
 def _value_shape(value: Any, depth: int = 0) -> str:
     """Return the shape of a JSON value: its keys and kinds of value, never the values."""
     if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in "{[" and text[-1:] in "}]":
-            try:
-                return _value_shape(json.loads(text), depth)
-            except ValueError:
-                pass
-        return "str"
+        parsed = json_in_text(value)
+        return "str" if parsed is None else _value_shape(parsed, depth)
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, (int, float)):  # noqa: UP038
@@ -259,8 +253,9 @@ def _value_shape(value: Any, depth: int = 0) -> str:
     if depth >= 4:
         return "…"
     if isinstance(value, dict):
-        keys = sorted(_scrub(str(k)) for k in value if str(k) not in DEFAULT_VOLATILE)
-        items = {_scrub(str(k)): v for k, v in value.items() if str(k) not in DEFAULT_VOLATILE}
+        drop = dropped_keys(value, DEFAULT_VOLATILE)
+        keys = sorted(_scrub(str(k)) for k in value if str(k) not in drop)
+        items = {_scrub(str(k)): v for k, v in value.items() if str(k) not in drop}
         parts = [f"{k}:{_value_shape(items[k], depth + 1)}" for k in dict.fromkeys(keys)]
         return "{" + ",".join(parts[:MAX_KEYS]) + "}"
     if isinstance(value, (list, tuple)):  # noqa: UP038
@@ -280,7 +275,7 @@ def _result_shape(result: Any) -> str:
     return _value_shape(result)
 
 
-def _fault(step: detection.Step) -> str:
+def _fault(step: Step) -> str:
     """Return a failed step's error fingerprint, without its quoted names."""
     codes, _, body = error_fault(step.result, step.args).key.rpartition(";")
     # A traceback's frame lines are where it failed, not what: the engine keeps one when a
@@ -289,7 +284,7 @@ def _fault(step: detection.Step) -> str:
     return f"{codes};{' | '.join(lines)}"
 
 
-def _blocker_scope(finding: detection.Finding) -> str:
+def _blocker_scope(finding: Finding) -> str:
     """Return where a blocker is: "tool:name", "host:name" or "invalid"."""
     parts = finding.signature.split(":")
     if len(parts) >= 3 and parts[1] in ("tool", "host"):
@@ -297,7 +292,7 @@ def _blocker_scope(finding: detection.Finding) -> str:
     return finding.signature.removeprefix("blocker:") or f"tool:{finding.tool or ''}"
 
 
-def _blocker_fault(finding: detection.Finding, found: list[detection.Step]) -> str:
+def _blocker_fault(finding: Finding, found: list[Step]) -> str:
     """Return the blocker's most common error fingerprint among its failed steps."""
     faults = Counter(_fault(step) for step in found if step.status in FAILED)
     if faults:
@@ -305,7 +300,7 @@ def _blocker_fault(finding: detection.Finding, found: list[detection.Step]) -> s
     return finding.signature.rsplit(":", 1)[-1]  # the engine's digest of the same key
 
 
-def _motif(finding: detection.Finding, found: list[detection.Step]) -> list[str]:
+def _motif(finding: Finding, found: list[Step]) -> list[str]:
     """Return a cycle's tools, one period, rotated to start at the smallest rotation.
 
     The period is found on the calls (tool and arguments), so reading two files in turn is
@@ -327,7 +322,7 @@ def _motif(finding: detection.Finding, found: list[detection.Step]) -> list[str]
     return min(block[i:] + block[:i] for i in range(period))
 
 
-def _words(step: detection.Step | None) -> str:
+def _words(step: Step | None) -> str:
     """Return the error of a failed step in the tool's own words, clipped (for titles)."""
     if step is None:
         return "an error"
@@ -340,7 +335,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _budget_title(finding: detection.Finding) -> str:
+def _budget_title(finding: Finding) -> str:
     what = finding.signature.split(":", 1)[-1]
     if finding.signature.startswith("quota:"):
         return f"`{what}` goes over its call quota"

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import detection
-from runs.services import fingerprints
+from detection import fingerprints
 
 WORD = st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=10)
 ID = st.text("0123456789abcdef", min_size=8, max_size=32)
