@@ -15,9 +15,15 @@ instead of the result (``on_stop="return"``), or raises ``LoopDetected`` (``on_s
 On ``warn`` the tool runs and the message is appended to its result (``on_warn="append"``),
 dropped (``"ignore"``) or given to a callback; ``guard.last`` is always the last answer.
 
-Remote mode fails open: when the server cannot be reached within ``timeout`` seconds the call
-goes on unchecked, and the guard says so once on stderr. A guard that stops the agent when the
+Remote mode fails open: when the server cannot be reached within ``timeout`` seconds (one
+deadline for the whole request, however slowly the server answers) the call goes on
+unchecked, and the guard says so once on stderr. A guard that stops the agent when the
 server is down is worse than none.
+
+A stop message starts with ``GUARD_MARK`` ("[loopboard guard]"), in both modes, so the
+refusal the model reads in place of a result is recognisably loopboard's. The guard never
+records it as the tool's result; a live run that is handed it back as a result anyway
+(another tracer, a hook) stores it as the guard's step, not as one more failed call.
 """
 
 from __future__ import annotations
@@ -36,7 +42,10 @@ from typing import Any, Literal
 import detection
 from loopboard.cli.live_client import LiveClient, LiveError
 
-__all__ = ["Guard", "LoopDetected", "Verdict", "connection"]
+__all__ = ["GUARD_MARK", "Guard", "LoopDetected", "Verdict", "connection"]
+
+# How a stop message begins (the same words the live API's stop answers begin with)
+GUARD_MARK = "[loopboard guard]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +58,11 @@ class Verdict:
 
     @classmethod
     def from_check(cls, check: detection.Check) -> Verdict:
-        return cls(check.verdict, check.message, [f.to_dict() for f in check.findings])
+        """The engine's answer, a stop message marked as the guard's (``GUARD_MARK``)."""
+        message = check.message
+        if check.verdict == "stop" and not message.startswith(GUARD_MARK):
+            message = f"{GUARD_MARK} {message}"
+        return cls(check.verdict, message, [f.to_dict() for f in check.findings])
 
 
 OK = Verdict("ok")

@@ -103,7 +103,7 @@ def test_a_tool_that_raises_is_recorded_as_failed_and_the_error_goes_on():
     for _ in range(4):
         with pytest.raises(FileNotFoundError):
             read("missing.txt")
-    assert read("missing.txt").startswith("read already failed 4 times")
+    assert read("missing.txt").startswith("[loopboard guard] read already failed 4 times")
 
 
 def test_a_user_message_starts_a_new_turn():
@@ -200,5 +200,5 @@ def test_the_openai_agents_example_is_stopped_by_the_local_guard():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "loopboard stopped the loop: 1 call(s) not made" in done.stdout
-    assert "web_search -> 'web_search already failed 4 times" in done.stdout
+    assert "web_search -> '[loopboard guard] web_search already failed 4 times" in done.stdout
     assert "model: I am stuck and will stop here." in done.stdout

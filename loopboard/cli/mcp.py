@@ -1,6 +1,8 @@
 """`loopboard mcp`: an MCP server (stdio) with loopboard's tools, for an agent to call itself.
 
 - `check_next_call(tool, args, session_id)`: would this call be a loop in the session's live run?
+- `record_call(tool, args, result, status, session_id, call_id)`: report a call that was made,
+  with its result, to the session's live run; answers what fired on it.
 - `recent_findings(session_id | run_id, limit)`: what loopboard found in a run, newest first.
 - `search_runs(query, verdict, limit)`: the project's runs, newest first, with the runs filters.
 
@@ -8,29 +10,37 @@ It talks to a loopboard server through its JSON API. The URL and the key come fr
 `--key`, else LOOPBOARD_URL / LOOPBOARD_API_KEY, else the config file `loopboard hook install`
 writes; the session from the tool's argument, else LOOPBOARD_SESSION_ID. Register it in an MCP
 client as the command `loopboard mcp`.
+
+With these two tools the MCP server guards an agent on its own, with no hook and no SDK:
+the agent asks `check_next_call` before each call and reports it with `record_call` after,
+so the session's live run sees every call, and a call repeated into a loop is answered
+`stop` (its message starts with "[loopboard guard]": loopboard's words, not the tool's).
+Each request to loopboard has an overall deadline (`--timeout`), not one per read.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
+import anyio
 import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from loopboard.cli.live_client import DEFAULT_TIMEOUT
 from loopboard.guard import connection
 
 INSTRUCTIONS = (
     "loopboard watches agent runs for loops: the same failing call again, calls that bring "
-    "nothing new. Before repeating a call, ask check_next_call; on 'stop', do not make the "
-    "call and follow the message."
+    "nothing new. Before each tool call, ask check_next_call; on 'stop', do not make the "
+    "call and follow the message. After each call you make, report it with record_call "
+    "(its result, and status 'error' when it failed), so loopboard sees the run."
 )
 FINDING_FIELDS = ("detector", "severity", "tool", "count", "threshold", "fired_at", "message")
 STOPPED_FIELDS = ("tool", "args", "before_seq", "times", "message")
+TIMEOUT = 10.0  # seconds for a whole request: an agent's tool call may wait longer than a hook
 RUN_FIELDS = (
     "id", "name", "external_id", "verdict", "stall_score", "step_count", "tool_call_count",
     "detectors", "tools", "created_at",
@@ -49,7 +59,12 @@ class Api:
         headers = {"Authorization": f"Bearer {self.key}"}
         async with httpx.AsyncClient(base_url=self.url, timeout=self.timeout) as client:
             try:
-                response = await client.request(method, path, headers=headers, **kwargs)
+                with anyio.fail_after(self.timeout):  # the whole call, not each read
+                    response = await client.request(method, path, headers=headers, **kwargs)
+            except TimeoutError:
+                raise ToolError(
+                    f"loopboard at {self.url} did not answer within {self.timeout:g} s"
+                ) from None
             except httpx.HTTPError as exc:
                 raise ToolError(f"loopboard at {self.url} did not answer: {exc}") from None
         if response.status_code == 404:
@@ -71,7 +86,7 @@ def _session(session_id: str) -> str:
     return quote(session_id, safe="")
 
 
-def build_server(url: str, key: str, timeout: float = DEFAULT_TIMEOUT) -> MCPServer:
+def build_server(url: str, key: str, timeout: float = TIMEOUT) -> MCPServer:
     """Return the MCP server whose tools ask the loopboard at ``url`` with ``key``."""
     api = Api(url, key, timeout)
     server = MCPServer("loopboard", instructions=INSTRUCTIONS)
@@ -87,6 +102,31 @@ def build_server(url: str, key: str, timeout: float = DEFAULT_TIMEOUT) -> MCPSer
         if answer is None:
             raise ToolError("this loopboard has no live runs API (is it up to date?)")
         return {k: answer.get(k) for k in ("verdict", "message", "findings")}
+
+    @server.tool()
+    async def record_call(
+        tool: str,
+        args: dict[str, Any] | None = None,
+        result: Any = None,
+        status: Literal["ok", "error"] = "ok",
+        session_id: str = "",
+        call_id: str = "",
+    ) -> dict[str, Any]:
+        """Report a tool call you made, with its result (status 'error' when it failed),
+        to this session's live run. Give call_id (your own id of the call) to make a retried
+        report safe. Answers the run's verdict and what fired on this call."""
+        step: dict[str, Any] = {"tool": tool, "args": args or {}, "status": status}
+        if result is not None:
+            step["result"] = result
+        if call_id:
+            step["id"] = call_id
+        path = f"/api/live/runs/{_session(session_id)}/steps"
+        answer = await api.request("POST", path, json={"steps": [step]})
+        if answer is None:
+            raise ToolError("this loopboard has no live runs API (is it up to date?)")
+        findings = answer.get("findings") or []
+        message = "\n".join(f["message"] for f in findings if f.get("message"))
+        return {"verdict": answer.get("verdict"), "message": message, "findings": findings}
 
     @server.tool()
     async def recent_findings(
@@ -130,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loopboard mcp", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="loopboard base URL (env LOOPBOARD_URL)")
     parser.add_argument("--key", help="a project API key (env LOOPBOARD_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per request")
+    parser.add_argument(
+        "--timeout", type=float, default=TIMEOUT, help="seconds a whole request may take"
+    )
     args = parser.parse_args(argv)
     url, key = connection(args.url, args.key)
     build_server(url, key, args.timeout).run("stdio")

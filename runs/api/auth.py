@@ -31,7 +31,7 @@ class KeyAuth:
         """Raise AuthError(403) unless the key's scope allows `scope` (for `doing`)."""
         if not self.key.allows(scope):
             raise AuthError(
-                f"{doing} needs a key with the {scope!r} scope; this key's scope is "
+                f"{doing} needs a key with the {str(scope)!r} scope; this key's scope is "
                 f"{self.key.scope!r}",
                 status=403,
             )

@@ -331,9 +331,12 @@ def open_live_run(request: HttpRequest, payload: LiveOpenIn):
     """Open a live run by the agent's own session id (`external_id`), or return the one
     already open: opening is idempotent. Appending to an unknown id opens it too."""
     request.auth.require(ApiKey.Scope.INGEST, "opening a live run")
-    run = live.open_run(
-        _project(request), payload.external_id, name=payload.name, metadata=payload.metadata
-    )
+    try:
+        run = live.open_run(
+            _project(request), payload.external_id, name=payload.name, metadata=payload.metadata
+        )
+    except live.UnusableSessionId as exc:
+        raise HttpError(400, f"external_id: {exc}") from None
     return _live_run_out(run)
 
 
@@ -366,6 +369,8 @@ def append_live_steps(
         appended = live.append_steps(_project(request), external_id, calls)
     except policy_service.PolicyInvalid as exc:
         raise HttpError(409, str(exc)) from None
+    except live.UnusableSessionId as exc:
+        raise HttpError(400, str(exc)) from None
     _server_timing(response, started)
     return {
         "run_id": appended.run_id,
@@ -388,10 +393,15 @@ def check_live_call(
     external_id: str = EXTERNAL_ID,
 ):
     """Would this next tool call be a loop, given what the live run has done so far? Costs
-    the same at step 100,000 as at step 10. An unknown run has seen nothing: `ok`."""
+    the same at step 100,000 as at step 10. An unknown run has seen nothing: `ok`. A `stop`
+    is kept as a call the guard stopped only for a key that may write (the `ingest` scope);
+    a `read` key gets the same answer and writes nothing."""
     started = time.perf_counter()
+    keep = request.auth.key.allows(ApiKey.Scope.INGEST)
     try:
-        result = live.check_live(_project(request), external_id, payload.tool, payload.args)
+        result = live.check_live(
+            _project(request), external_id, payload.tool, payload.args, keep=keep
+        )
     except policy_service.PolicyInvalid as exc:
         raise HttpError(409, str(exc)) from None
     _server_timing(response, started)

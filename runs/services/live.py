@@ -12,6 +12,16 @@ lock (which also reads the step ids the batch repeats), the catch-up read only w
 process appended since, and one statement that inserts the steps and updates the run. No
 model is made unless a finding fires; then the findings are written, and the worker is
 asked (once until it has run) to fold them into the run's loop issues a few seconds later.
+
+Appended values are cut as imported ones are (`importers.reading.clip_json`: long strings,
+deep nesting). A session id must be usable in the run's URL: one that is `.` or `..`, or
+holds `/`, `\\` or a control character, is refused when the run would be opened.
+
+The guard's own words are not a loop: a `stop` answer's message starts with `GUARD_MARK`,
+and a step appended later whose result carries that message, for a tool the guard stopped
+in this run, is stored as the guard's (a `system` step with the refusal as its text), not
+as a result of the tool, so the refusal an agent's framework hands back as the tool's
+result is never counted as one more failure of the call.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from django.utils import timezone
 
 import detection
 
+from ..importers.reading import DEFAULT_LIMITS, clip_json, clip_strings
 from ..models import Finding, Project, Run, Step, StoppedCall, Verdict
 from . import alerts, analysis, issues, live_state, policy, queue, storage
 
@@ -37,6 +48,15 @@ MAX_TOOLS = 200  # tool names a run row lists
 # last_append_at is indexed (the quiet-run sweep), so writing it makes the run's UPDATE touch
 # every index of the row; it is only moved forward when it is older than this.
 APPEND_AT_STEP = timedelta(seconds=1)
+# How a stop answer's message begins: what the agent's model reads instead of the result,
+# and how a refusal handed back as a tool's result is recognised (`_guard_words`).
+GUARD_MARK = "[loopboard guard]"
+GUARD_SEARCH_CHARS = 4000  # how far into a result the mark is looked for
+
+
+class UnusableSessionId(ValueError):
+    """A session id that cannot address its run's URL (the API answers 400)."""
+
 
 # The row lock of an append, with what it reads: the run's columns, the steps it already holds
 # of the ids given, and `next_seq` as the statement's snapshot saw it. When that equals the
@@ -119,6 +139,24 @@ def session_id(external_id: str) -> str:
     return storage.clean_text(external_id[:255])
 
 
+def check_session_id(external_id: str) -> None:
+    """Raise UnusableSessionId for a session id its run's URLs could not carry: empty, `.`
+    or `..` (dot segments, which clients resolve away), or holding `/` or `\\` (a path
+    separator even percent-encoded, through proxies and the router) or a control character.
+    """
+    if external_id.strip() in ("", ".", ".."):
+        raise UnusableSessionId(
+            f"the session id {external_id!r} cannot name a run: it is empty, '.' or '..'"
+        )
+    bad = sorted({c for c in external_id if c in "/\\" or ord(c) < 32 or 127 <= ord(c) < 160})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise UnusableSessionId(
+            f"the session id {external_id[:80]!r} holds {shown}: a session id may not hold "
+            "'/', '\\' or control characters (its run's URLs could not address it)"
+        )
+
+
 def find_run(project: Project, external_id: str) -> Run | None:
     """Return the project's live-API run of this session id, or None."""
     return live_runs(project).filter(external_id=session_id(external_id)).first()
@@ -131,6 +169,7 @@ def open_run(
     run = find_run(project, external_id)
     if run is not None:
         return run
+    check_session_id(external_id)
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -153,7 +192,8 @@ def append_steps(project: Project, external_id: str, calls: Sequence[dict[str, A
     their seqs and the findings that fire on them.
 
     A step whose `id` the run already holds is not stored again; its seq is returned.
-    Raises policy.PolicyInvalid when the project's policy cannot be used.
+    Raises policy.PolicyInvalid when the project's policy cannot be used, and
+    UnusableSessionId when the run would be opened under an unusable session id.
     """
     found = _session_run(project, external_id)
     if found is None:
@@ -207,11 +247,14 @@ def _append_locked(
     rows: list[tuple] = []
     fired: list[detection.Finding] = []
     names = set(tools)
+    refused = _stopped_tools(run_id, calls)
     for call in calls:
         source_id = storage.clean_text(str(call["id"])[:255]) if call.get("id") else ""
         if source_id in known:
             seqs.append(known[source_id])
             continue
+        if refused and str(call.get("tool") or "") in refused and _guard_words(call):
+            call = _as_guard_step(call)
         values, step = storage.step_values(run_id, step_from_call(watch.seen, call), watch.policy)
         rows.append(values)
         if source_id:
@@ -235,6 +278,46 @@ def _append_locked(
     if group:
         queue.queue_live_issues(run_id)
     return Appended(run_id, seqs, fired, verdict)
+
+
+def _guard_words(call: dict[str, Any]) -> bool:
+    """Whether a call's result carries the guard's refusal (`GUARD_MARK`)."""
+    result = call.get("result")
+    if result is None:
+        return False
+    if not isinstance(result, str):
+        try:
+            result = json.dumps(result, ensure_ascii=False, default=str)[:GUARD_SEARCH_CHARS]
+        except (TypeError, ValueError, RecursionError):
+            return False
+    return GUARD_MARK in result[:GUARD_SEARCH_CHARS]
+
+
+def _stopped_tools(run_id: int, calls: Sequence[dict[str, Any]]) -> set[str]:
+    """The tools of this batch the guard stopped in the run, only looked up (one query)
+    when a step's result carries the guard's mark."""
+    marked = {str(c.get("tool")) for c in calls if c.get("tool") and _guard_words(c)}
+    if not marked:
+        return set()
+    stopped = StoppedCall.objects.filter(run_id=run_id, tool__in=[t[:200] for t in marked])
+    return {t for t in marked if t[:200] in set(stopped.values_list("tool", flat=True))}
+
+
+def _as_guard_step(call: dict[str, Any]) -> dict[str, Any]:
+    """The guard's refusal handed back as a tool's result, as the guard's own step: a
+    `system` step whose text says which call was refused and why (no tool, no result)."""
+    result = call.get("result")
+    words = result if isinstance(result, str) else json.dumps(result, default=str)
+    return {
+        "kind": "system",
+        "id": call.get("id"),
+        "parent_id": call.get("parent_id"),
+        "lane": call.get("lane"),
+        "text": f"{call.get('tool')} not run: {words}",
+        "started_at": call.get("started_at"),
+        "ended_at": call.get("ended_at"),
+        "ts": call.get("ts"),
+    }
 
 
 def _write_append(
@@ -314,12 +397,15 @@ def _store_fired(run: Run, fired: list[detection.Finding]) -> None:
     Finding.objects.bulk_create(written)
 
 
-def check_live(project: Project, external_id: str, tool: str, args: Any = None) -> detection.Check:
+def check_live(
+    project: Project, external_id: str, tool: str, args: Any = None, *, keep: bool = True
+) -> detection.Check:
     """Would `tool(args)` be a loop next in this live run? An unknown run has seen nothing.
 
-    A `stop` is kept as the run's StoppedCall at this point (the agent is told not to make
-    the call), so the run page shows what the guard stopped. Raises policy.PolicyInvalid
-    when the project's policy cannot be used.
+    A `stop` answer's message starts with `GUARD_MARK`. With `keep` (a caller that may
+    write to the run) a `stop` is kept as the run's StoppedCall at this point (the agent is
+    told not to make the call), so the run page shows what the guard stopped. Raises
+    policy.PolicyInvalid when the project's policy cannot be used.
     """
     found = _session_run(project, external_id)
     if found is None:
@@ -331,8 +417,15 @@ def check_live(project: Project, external_id: str, tool: str, args: Any = None) 
         answer = watch.monitor.check(tool, args)
         before_seq = watch.seen
     if answer.verdict == Verdict.STOP:
-        _keep_stopped(run_id, before_seq, tool, args, answer)
+        answer = detection.Check(answer.verdict, answer.findings, guard_message(answer.message))
+        if keep:
+            _keep_stopped(run_id, before_seq, tool, args, answer)
     return answer
+
+
+def guard_message(message: str) -> str:
+    """A stop answer's message, marked as the guard's own words (`GUARD_MARK`)."""
+    return message if message.startswith(GUARD_MARK) else f"{GUARD_MARK} {message}"
 
 
 # One row per point of the run and tool: asking again there counts, racing asks included.
@@ -410,7 +503,8 @@ def end_quiet_runs(*, quiet_seconds: float | None = None) -> int:
 
 
 def step_from_call(seq: int, call: dict[str, Any]) -> detection.Step:
-    """Return the engine's step for one call or message given to the live API."""
+    """Return the engine's step for one call or message given to the live API, its
+    arguments, result and text cut as an import cuts them (`reading.clip_json`)."""
     kind = call.get("kind") or ("tool_call" if call.get("tool") else "assistant")
     if call.get("role") in ("user", "assistant", "system") and not call.get("tool"):
         kind = call["role"]
@@ -421,17 +515,23 @@ def step_from_call(seq: int, call: dict[str, Any]) -> detection.Step:
         id=call.get("id"),
         parent_id=call.get("parent_id"),
         tool=call.get("tool"),
-        args=call.get("args"),
-        result=call.get("result"),
+        args=clip_json(call.get("args"), DEFAULT_LIMITS),
+        result=clip_json(call.get("result"), DEFAULT_LIMITS),
         status=call["status"] if call.get("status") in ("error", "invalid") else "ok",
         batch_id=call.get("batch_id"),
-        text=call.get("text") or call.get("content"),
+        text=_clip_text(call.get("text") or call.get("content")),
         started_at=started_at if started_at is not None else _epoch(call.get("ts")),
         ended_at=_epoch(call.get("ended_at")),
         tokens_in=call.get("tokens_in"),
         tokens_out=call.get("tokens_out"),
         cost=call.get("cost"),
+        lane=call.get("lane") or None,
     )
+
+
+def _clip_text(text: Any) -> Any:
+    """A message's text cut as imported values are (see `reading.clip_strings`)."""
+    return clip_strings(text, DEFAULT_LIMITS.max_value_chars) if isinstance(text, str) else text
 
 
 def _epoch(value: Any) -> float | None:

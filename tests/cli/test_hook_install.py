@@ -339,3 +339,69 @@ def test_status_shows_where_the_hooks_are_and_that_the_server_is_down(home, proj
     only = loopboard("hook", "status", "cursor", env=home, cwd=project)
     assert only.returncode == 1 and "no API key" in only.stdout
     assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == ["cursor", "cursor"]
+
+
+class Trickle:
+    """A real local HTTP server that answers one byte a second, forever (what a slow or
+    hostile peer does to a per-read timeout)."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self) -> None:
+        while True:
+            try:
+                conn = self.server.accept()[0]
+            except OSError:
+                return
+            self.open.append(conn)
+            threading.Thread(target=self.trickle, args=(conn,), daemon=True).start()
+
+    def trickle(self, conn: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + b"X: " + b"y" * 10_000
+        try:
+            conn.recv(65536)
+            for byte in answer:
+                conn.sendall(bytes([byte]))
+                time.sleep(1)
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.open:
+            conn.close()
+
+
+def test_the_hook_gives_up_at_its_overall_deadline_on_a_server_that_trickles():
+    from loopboard.cli.live_client import LiveClient, LiveError
+
+    trickle = Trickle()
+    try:
+        client = LiveClient(trickle.url, "lb_x", timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(LiveError, match="timed out"):
+            client.check("s", "Bash", {"command": "make"})
+        assert 0.9 <= time.monotonic() - started < 1.8  # not one timeout per byte read
+    finally:
+        trickle.close()
+
+
+def test_a_hook_process_fails_open_at_its_deadline_on_a_trickling_server(home, project):
+    trickle = Trickle()
+    env = home | {"LOOPBOARD_URL": trickle.url, "LOOPBOARD_API_KEY": "lb_x"}
+    env["LOOPBOARD_HOOK_TIMEOUT"] = "1"
+    try:
+        started = time.monotonic()
+        done = loopboard("hook", "claude-code", "pre", env=env, cwd=project, stdin=json.dumps(PRE))
+        elapsed = time.monotonic() - started
+        assert (done.returncode, done.stdout) == (0, "")
+        assert "not guarding" in done.stderr and "timed out" in done.stderr
+        assert 1 <= elapsed < 4, elapsed  # the deadline, plus starting Python on a busy machine
+    finally:
+        trickle.close()

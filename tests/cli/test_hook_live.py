@@ -80,7 +80,7 @@ def test_install_then_a_looping_session_is_denied_at_the_fourth_failing_call(
         capture_output=True, text=True, env=install_env, cwd=app, timeout=30,
     )  # fmt: skip
     assert install.returncode == 0, install.stderr
-    settings = json.loads((app / ".claude" / "settings.json").read_text())
+    settings = json.loads((app / ".claude" / "settings.local.json").read_text())
     command = {e: settings["hooks"][e][0]["hooks"][0]["command"] for e in settings["hooks"]}
     assert key not in json.dumps(settings)
     hook_env = install_env | {"LOOPBOARD_HOOK_TIMEOUT": "10"}  # URL and key: the config file
@@ -135,6 +135,37 @@ def test_claude_code_post_is_safe_to_retry_and_stop_without_calls_is_quiet(env):
     # a session that never called a tool has no run: ending it is not an outage
     nothing = {"session_id": "sess-empty", "hook_event_name": "SessionEnd", "reason": "exit"}
     assert run(hook("claude-code", "stop"), nothing, env) == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("agent", "payload"),
+    [
+        (
+            "gemini-cli",  # no call id and no timestamp: only the run's sequence tells them apart
+            {"session_id": "same-7", "hook_event_name": "AfterTool", "tool_name": "run_shell",
+             "tool_input": MAKE, "tool_response": {"llmContent": "", "error": MAKE_FAILS}},
+        ),
+        (
+            "cursor",
+            {"conversation_id": "same-7", "hook_event_name": "postToolUseFailure",
+             "tool_name": "Shell", "tool_input": MAKE, "error_message": MAKE_FAILS},
+        ),
+    ],
+)  # fmt: skip
+def test_seven_identical_hook_payloads_are_seven_steps_and_the_loop_is_caught(env, agent, payload):
+    from runs.models import Run
+
+    answers = [run(hook(agent, "post"), payload, env)[0] for _ in range(7)]
+    live = Run.objects.get(external_id="same-7")
+    assert live.step_count == 7  # none folded into another
+    assert list(live.steps.values_list("status", flat=True)) == ["error"] * 7
+    assert live.verdict == "stop"
+    assert answers[0] is None  # nothing fired on the first failure
+    assert any(answers[1:])  # the loop told with a result
+    pre = {k: v for k, v in payload.items() if k not in ("tool_response", "error_message")}
+    pre["hook_event_name"] = "BeforeTool" if agent == "gemini-cli" else "preToolUse"
+    denied, _ = run(hook(agent, "pre"), pre, env)
+    assert denied["decision"] == "deny"
 
 
 def test_gemini_cli_hooks_deny_with_a_reason_and_warn_with_the_result(env):
@@ -268,7 +299,7 @@ def test_status_says_the_server_accepts_the_key_or_refuses_it(env, tmp_path):
     done = subprocess.run(status, capture_output=True, text=True, env=env, cwd=app, timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "reachable, key lb_" in done.stdout and "accepted" in done.stdout
-    assert f"{app / '.claude/settings.json'}: PreToolUse, PostToolUse" in done.stdout
+    assert f"{app / '.claude/settings.local.json'}: PreToolUse, PostToolUse" in done.stdout
     assert env["LOOPBOARD_API_KEY"] not in done.stdout  # only its first characters
     bad = env | {"LOOPBOARD_API_KEY": "lb_not_a_key"}
     refused = subprocess.run(status, capture_output=True, text=True, env=bad, cwd=app, timeout=30)

@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from loopboard.cli.mcp import build_server
 from tests.helpers import healthy_trace, looping_trace
 
-TOOLS = {"check_next_call", "recent_findings", "search_runs"}
+TOOLS = {"check_next_call", "record_call", "recent_findings", "search_runs"}
 
 
 def run(scenario):
@@ -126,3 +126,55 @@ def test_check_next_call_and_recent_findings_follow_the_sessions_live_run(
         "web_search", '{"q": "same"}', 5,
     )  # fmt: skip
     assert stopped["times"] == 1 and "web_search" in stopped["message"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_guarded_by_mcp_alone_is_stopped_at_its_repeated_failing_call(
+    live_server, key, project
+):
+    """Seven identical failing calls made through MCP only (no hook, no SDK): check before
+    each, report each after; the loop is stopped, and the refusal is loopboard's words."""
+    from runs.models import Run, StoppedCall
+
+    server = build_server(live_server.url, key)
+    call_ = {"tool": "read_file", "args": {"path": "missing.txt"}, "session_id": "mcp-only"}
+
+    async def scenario():
+        made, answers = 0, []
+        async with Client(server) as client:
+            for _ in range(7):
+                check = (await client.call_tool("check_next_call", call_)).structured_content
+                answers.append(check["verdict"])
+                if check["verdict"] == "stop":
+                    continue  # the agent obeys: the call is not made, not reported
+                made += 1
+                failed = {**call_, "result": "FileNotFoundError: missing.txt", "status": "error"}
+                report = await client.call_tool("record_call", failed)
+                assert not report.is_error, report.content
+        return made, answers, check
+
+    made, answers, last = run(scenario)
+    assert made == 4 and answers[4:] == ["stop"] * 3
+    assert last["message"].startswith("[loopboard guard] read_file already failed 4 times")
+    live = Run.objects.get(project=project, external_id="mcp-only")
+    assert list(live.steps.values_list("tool", "status")) == [("read_file", "error")] * 4
+    [stopped] = StoppedCall.objects.filter(run=live)
+    assert (stopped.before_seq, stopped.times) == (4, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_record_call_answers_what_fired_and_a_retried_report_is_stored_once(
+    live_server, key, project
+):
+    from runs.models import Run
+
+    server = build_server(live_server.url, key)
+    same = {"tool": "search", "args": {"q": "x"}, "result": {"hits": []}, "session_id": "rec"}
+    answers = [call(server, "record_call", {**same, "call_id": f"c{i}"}) for i in range(6)]
+    assert all(not error for error, _ in answers)
+    assert answers[0][1] == {"verdict": "ok", "message": "", "findings": []}
+    fired = [a for _, a in answers if a["findings"]]
+    assert fired and "search" in fired[0]["message"]
+    error, again = call(server, "record_call", {**same, "call_id": "c5"})  # a retry
+    assert not error and again["findings"] == []
+    assert Run.objects.get(external_id="rec").step_count == 6
