@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,20 @@ def test_the_openai_agents_example_is_stopped_by_the_local_guard():
     assert "loopboard stopped the loop: 1 call(s) not made" in done.stdout
     assert "web_search -> '[loopboard guard] web_search already failed 4 times" in done.stdout
     assert "model: I am stuck and will stop here." in done.stdout
+
+
+def test_remote_guard_fails_open_at_its_deadline_on_a_server_that_trickles(capfd):
+    from tests.cli.test_hook_install import Trickle
+
+    trickle = Trickle()  # a real local server answering one byte a second
+    search = Tool()
+    try:
+        started = time.monotonic()
+        guard = Guard.remote("slow", url=trickle.url, key="lb_x", timeout=1.0)
+        answer = guard.call("search", {"q": "x"}, search)
+        elapsed = time.monotonic() - started
+    finally:
+        trickle.close()
+    assert answer == {"error": "timed out"} and search.calls == 1  # the call went on, unchecked
+    assert 1.9 <= elapsed < 3.5, elapsed  # the check and the record: one deadline each
+    assert "not checked, going on" in capfd.readouterr().err
