@@ -36,6 +36,35 @@ def test_extra_volatile_fields_are_dropped_only_when_asked():
     assert call_signature("t", a, volatile=["cursor"]) == call_signature("t", b, ["cursor"])
 
 
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ("  [1, 2]\n", [1, 2]),
+        ("42", None),  # a bare scalar stays text
+        ('"x"', None),
+        ("{not json}", None),
+        ("[" * 2000 + "]" * 2000, None),  # nested past the parser: text
+        ("", None),
+    ],
+)
+def test_json_in_text_is_the_one_rule_for_json_inside_a_string(text, value):
+    from detection.keys import json_in_text
+    from runs.importers.content import parse_json_text
+
+    assert json_in_text(text) == value
+    assert parse_json_text(text) == (text if value is None else value)
+
+
+def test_a_message_about_a_call_drops_its_ids_at_its_own_level():
+    from detection.keys import dropped_keys
+
+    message = {"tool_call_id": "call_1", "id": "m", "run_id": "r", "content": {"id": 7}}
+    assert {"id", "run_id", "tool_call_id"} <= dropped_keys(message, DEFAULT_VOLATILE)
+    assert dropped_keys({"id": 1, "run_id": 2}, DEFAULT_VOLATILE) == DEFAULT_VOLATILE
+    assert normalize(message) == {"content": {"id": 7}}
+
+
 def test_json_string_arguments_are_parsed_before_hashing():
     assert call_signature("t", '{"b": 1, "a": 2}') == call_signature("t", {"a": 2, "b": 1})
     assert normalize({"args": '[1, {"b": 2, "a": 1}]'}) == {"args": [1, {"a": 1, "b": 2}]}
@@ -73,6 +102,8 @@ def test_progress_signature_separates_results_and_status():
         {"n": 1.5, "b": True},
         {"k": 'quote " inside'},
         {"u": "ünï"},
+        {"type": "tool", "data": {"content": "x", "tool_call_id": "c1", "id": None}},
+        '{"tool_use_id": "t", "id": "m1", "content": [{"id": 5}]}',
     ],
 )
 def test_fast_digest_equals_digest_of_normalized(value):
@@ -86,7 +117,11 @@ JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
     | TRICKY_TEXT,
     lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["a", "b", "ts", "nonce", "p q", "/x"]), inner, max_size=4),
+    | st.dictionaries(
+        st.sampled_from(["a", "b", "ts", "nonce", "p q", "/x", "id", "tool_call_id", "run_id"]),
+        inner,
+        max_size=4,
+    ),
     max_leaves=12,
 )  # fmt: skip
 
