@@ -37,6 +37,8 @@ def export(
                 detail = response.text[:200]
             raise RuntimeError(f"error {response.status_code}: {detail}")
         for line in response.iter_lines():
+            if line.startswith('{"error":'):  # the server's export failed partway
+                raise RuntimeError(f"the export stopped after {written} labels: {line}")
             if line:
                 out.write(line.encode() + b"\n")
                 written += 1

@@ -81,6 +81,10 @@ class RuleIn(Schema):
     hour: int = Field(9, ge=0, le=23, description="digest: hour in the project's time zone")
 
 
+# The rule fields a PATCH may set to null; any other null is refused (a field left out stays).
+NULLABLE_RULE_FIELDS = {"warn_threshold", "alert_threshold"}
+
+
 class RulePatch(Schema):
     name: str | None = Field(None, min_length=1, max_length=100)
     channel_ids: list[int] | None = Field(None, max_length=50)
@@ -269,6 +273,9 @@ def update_rule(request: HttpRequest, payload: RulePatch, rule_id: int = RULE_ID
     project = _admin(request, "changing alert rules")
     rule = get_object_or_404(project.alert_rules, pk=rule_id)
     values = payload.dict(exclude_unset=True)
+    nulls = sorted(name for name, value in values.items() if value is None)
+    if refused := [name for name in nulls if name not in NULLABLE_RULE_FIELDS]:
+        raise HttpError(422, f"{', '.join(refused)}: may not be null (leave it out to keep it)")
     channel_ids = values.pop("channel_ids", None)
     try:
         rule = alerts.save_rule(project, values, rule=rule, channel_ids=channel_ids)

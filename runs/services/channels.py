@@ -168,7 +168,11 @@ def check_url(url: str, *, slack: bool = False) -> str:
     that resolves only to public addresses; a Slack URL must be https://hooks.slack.com/….
     """
     url = url.strip()
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a bad port or an unbalanced bracket
+        raise ChannelInvalid(f"the URL cannot be read: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ChannelInvalid("the URL must start with http:// or https:// and name a host")
     if parts.username or parts.password:
@@ -179,7 +183,7 @@ def check_url(url: str, *, slack: bool = False) -> str:
     if slack and not private_ok and (parts.scheme != "https" or parts.hostname != SLACK_HOST):
         raise ChannelInvalid(f"a Slack incoming webhook URL starts with https://{SLACK_HOST}/")
     if not private_ok:
-        refused = refused_address(parts.hostname, parts.port or _default_port(parts.scheme))
+        refused = refused_address(parts.hostname, port or _default_port(parts.scheme))
         if refused:
             raise ChannelInvalid(refused)
     return url
@@ -203,12 +207,32 @@ def address_for(host: str, port: int, *, private_ok: bool = False) -> str:
         raise Unresolved(f"{host} does not resolve ({exc})") from None
     for info in infos if not private_ok else ():
         address = ipaddress.ip_address(info[4][0])
-        if not address.is_global or address.is_multicast:
+        if any(not a.is_global or a.is_multicast for a in (address, *_embedded_ipv4(address))):
             raise ChannelInvalid(
                 f"{host} resolves to {address}, a loopback, link-local or private address "
                 "(set LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS to allow it)"
             )
     return str(infos[0][4][0])
+
+
+# IPv6 ranges whose last 32 bits are an IPv4 address a packet may end up at: NAT64 (the
+# well-known and the local-use prefix) and the deprecated IPv4-compatible form.
+_IPV4_IN_LAST_32_BITS = [
+    ipaddress.ip_network(net) for net in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96")
+]
+
+
+def _embedded_ipv4(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list:
+    """Return the IPv4 addresses an IPv6 address stands for (mapped, 6to4, Teredo's server
+    and client, NAT64, IPv4-compatible), judged as well as the address itself."""
+    if address.version == 4:
+        return []
+    assert isinstance(address, ipaddress.IPv6Address)
+    found = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
+    found += list(address.teredo or ())
+    if any(address in net for net in _IPV4_IN_LAST_32_BITS):
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
 
 
 def refused_address(host: str, port: int) -> str:

@@ -10,6 +10,7 @@ arguments (analysis.StepSample), with a GIN index. Each word is matched as a pre
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, fields
 from datetime import date, datetime, time
@@ -28,6 +29,7 @@ SORTS = {
 }
 VERDICTS = [("flagged", "flagged (warn or stop)"), *[(v, v) for v in Verdict.values]]
 MAX_WORDS = 8
+MAX_ID = 2**63 - 1  # a bigint id
 
 
 @dataclass
@@ -126,11 +128,13 @@ def after_cursor(runs: QuerySet[Run], sort: str, cursor: str) -> QuerySet[Run]:
     """Return the runs after a cursor in the sort's order (descending), ignoring a bad one."""
     key = SORTS[sort][0]
     value, _, pk = (cursor or "").rpartition("~")
-    if not pk.isdigit() or not value:
+    if not (pk.isascii() and pk.isdigit()) or not value or int(pk) > MAX_ID:
         return runs
     try:
         parsed = datetime.fromisoformat(value) if key == "created_at" else float(value)
     except ValueError:
+        return runs
+    if isinstance(parsed, float) and not math.isfinite(parsed):
         return runs
     # The redundant `key <= value` bounds the index range scan (an OR alone would not).
     return runs.filter(

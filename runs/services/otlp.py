@@ -446,6 +446,7 @@ def _run_of(trace_id: str, items: list[Item], rows: list[GroupRow]) -> detection
         _note_error(trace_id, rows, str(exc))
         return None
     if not runs:
+        _note_error(trace_id, rows, "its spans and log records hold no agent step")
         return None
     parsed = max(runs, key=lambda run: len(run.steps))  # one, unless a trace changed session
     if not (trace_id.startswith(SESSION_PREFIX) and parsed.metadata.get("session_id")):

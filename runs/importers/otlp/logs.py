@@ -202,7 +202,7 @@ def _ids(trace: Any, span: Any) -> tuple[str | None, str | None] | str:
 def _int(value: Any) -> int | None:
     try:
         return None if value is None or isinstance(value, bool) else int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 is a float infinity
         return None
 
 

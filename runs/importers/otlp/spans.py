@@ -509,7 +509,7 @@ def _attributes(raw: Any) -> dict[str, Any]:
 def _nanos(value: Any) -> float | None:
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 is a float infinity
         return None
     return number / 1e9 if number else None
 
@@ -536,7 +536,7 @@ def group_key(trace_id: str | None, session: str | None) -> str:
     of nothing, one run of loose records)."""
     if session is None and trace_id is not None:
         return trace_id
-    digest = hashlib.sha256((session or "").encode()).hexdigest()
+    digest = hashlib.sha256((session or "").encode("utf-8", "surrogatepass")).hexdigest()
     return SESSION_PREFIX + digest[:31]
 
 
