@@ -140,7 +140,7 @@ def _op(span: Span) -> str:
 def _int(value: Any) -> int | None:
     try:
         return None if value is None or isinstance(value, bool) else int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: 1e400 is a float infinity
         return None
 
 
