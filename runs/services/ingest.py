@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from . import policy as policy_service
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 2  # imports started that never finished: then the trace is failed
+IMPORT_LOCK = 0x6C62_696D  # advisory lock class id ("lbim") of the per-trace import lock
 
 
 def store_trace(
@@ -94,14 +96,47 @@ def import_limits() -> importers.Limits:
 def ingest_trace(trace_id: int, *, after_outage: bool = False) -> None:
     """Parse a stored trace into runs and steps, all or nothing, and queue their analysis.
 
-    Exactly once, however often it is called and by how many workers: the transaction that
-    stores the runs holds the trace row locked, a second caller skips a locked or finished
-    trace, and leftovers of an attempt that died are deleted under the same lock. Any error
-    but a lost database marks the trace failed with a message that says where; a lost
-    database is raised, for the task to retry, and that retry (after_outage) does not count
-    as another attempt.
+    Exactly once, however often it is called and by how many workers: an attempt first
+    takes the trace's import lock (`attempt_lock`, held by its database session until the
+    attempt ends or its worker dies), and a caller that cannot take it skips the trace
+    without counting an attempt; the transaction that stores the runs also holds the trace
+    row locked, a finished trace is skipped, and leftovers of an attempt that died are
+    deleted under the same lock. Any error but a lost database marks the trace failed with
+    a message that says where; a lost database is raised, for the task to retry, and that
+    retry (after_outage) does not count as another attempt.
     """
-    if not _start_attempt(trace_id, count=not after_outage):
+    with attempt_lock(trace_id) as mine:
+        if mine:
+            _attempt(trace_id, count=not after_outage)
+
+
+@contextmanager
+def attempt_lock(trace_id: int) -> Iterator[bool]:
+    """Take the trace's import lock if no one holds it; yield whether it was taken.
+
+    A session-level PostgreSQL advisory lock: it outlives the transactions of one attempt
+    (counting it, then storing its runs) and is let go when the attempt ends, or by the
+    server when the worker holding it dies. Two trace ids share a lock only when they
+    differ by a multiple of 2**32; the one that skips is queued again by the recovery sweep.
+    """
+    key = (IMPORT_LOCK, (trace_id & 0xFFFFFFFF) - (1 << 31))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+        taken = bool(cursor.fetchone()[0])
+    try:
+        yield taken
+    finally:
+        if taken:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+            except (OperationalError, InterfaceError):  # the session is gone, and its lock
+                pass
+
+
+def _attempt(trace_id: int, *, count: bool) -> None:
+    """One attempt at importing a trace, under its import lock."""
+    if not _start_attempt(trace_id, count=count):
         return
     trace = Trace.objects.select_related("project").defer("raw").get(pk=trace_id)
     try:
@@ -124,7 +159,8 @@ def ingest_trace(trace_id: int, *, after_outage: bool = False) -> None:
 
 
 def _start_attempt(trace_id: int, *, count: bool = True) -> bool:
-    """Count one more attempt at a trace waiting for import; return whether to go on.
+    """Count one more attempt at a trace waiting for import (the caller holds its import
+    lock, so a duplicate delivery never counts); return whether to go on.
 
     A trace whose import was started MAX_ATTEMPTS times and never finished killed its
     worker each time (out of memory, most likely): it is failed instead of tried again. A

@@ -220,3 +220,92 @@ def test_a_retry_after_a_database_outage_is_not_counted_as_an_attempt(project):
     ingest.ingest_trace(trace.pk, after_outage=True)
     trace.refresh_from_db()
     assert trace.status == Trace.Status.ANALYZING and trace.import_attempts == 2
+
+
+def _after_one_kill(project, name: str, steps: int = 3):
+    """A stored trace whose first import was started once and never finished (its worker
+    was killed mid-import): what a restarted worker finds."""
+    data = native_jsonl(message("user", "go"), *[call("read", {"n": i}, "x") for i in range(steps)])
+    trace, _ = ingest.store_trace(project, data, name=name)
+    Trace.objects.filter(pk=trace.pk).update(status=Trace.Status.PARSING, import_attempts=1)
+    return trace
+
+
+def _in_thread(target, *args):
+    """Run target(*args) in a thread with its own database connection; return (thread, errors)."""
+    import threading
+
+    from django.db import connection
+
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # reported to the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_valid_upload_is_not_lost_when_a_duplicate_delivery_arrives_mid_attempt(project, process):
+    """The restored message and the launcher's requeue after one kill: while one delivery
+    holds the attempt (its import lock, in another session), the other counts nothing,
+    fails nothing and goes away; the trace then ends analyzed exactly once."""
+    import threading
+
+    trace = _after_one_kill(project, "restored.jsonl")
+    holding, release = threading.Event(), threading.Event()
+
+    def first_delivery_mid_attempt() -> None:
+        with ingest.attempt_lock(trace.pk) as taken:
+            assert taken
+            holding.set()
+            release.wait(10)
+
+    thread, errors = _in_thread(first_delivery_mid_attempt)
+    assert holding.wait(10)
+    ingest.ingest_trace(trace.pk)  # the duplicate
+    trace.refresh_from_db()
+    assert (trace.status, trace.import_attempts, trace.error) == (Trace.Status.PARSING, 1, "")
+    release.set()
+    thread.join(10)
+    assert not errors
+    ingest.ingest_trace(trace.pk)  # the lock is free again: the attempt goes on
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.ANALYZING and trace.import_attempts == 2
+    from runs.services import analysis
+
+    for run_id in trace.runs.values_list("pk", flat=True):
+        analysis.analyze_run(run_id)
+    trace.refresh_from_db()
+    assert trace.status == Trace.Status.ANALYZED and trace.runs.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deliveries_of_the_same_ingest_message_after_a_kill_import_it_exactly_once(project):
+    """Both deliveries start at once, each on its own connection, ten times over: every
+    trace is imported once (one run, every step), counted once, and never failed."""
+    import threading
+
+    for attempt in range(10):
+        trace = _after_one_kill(project, f"race-{attempt}.jsonl", steps=2000)
+        start = threading.Barrier(2)
+
+        def deliver(trace_id: int = trace.pk, start: threading.Barrier = start) -> None:
+            start.wait(10)
+            ingest.ingest_trace(trace_id)
+
+        threads = [_in_thread(deliver) for _ in range(2)]
+        for thread, errors in threads:
+            thread.join(60)
+            assert not errors
+        trace.refresh_from_db()
+        assert trace.status == Trace.Status.ANALYZING, (attempt, trace.status, trace.error)
+        assert trace.import_attempts == 2 and trace.runs.count() == 1
+        assert trace.runs.get().steps.count() == 2001
