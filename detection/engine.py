@@ -5,20 +5,19 @@ its path (lane) of the run tree, every detector that can fire for its tool reads
 that lane's state, and the budgets, ledger and stall score are updated. ``analyze`` is the
 same loop over a whole run, so a live agent and the dashboard always agree.
 
-Paths: when steps carry ``parent_id``, a step sees the earlier steps whose parent is one of its
-ancestors (see detection/model.py). Each bucket of siblings gets a lane; a new bucket starts as
-a copy of the lane its parent lives in, so sibling sub-trees never see each other's calls. When
-a lane will never be used again (known in ``analyze``, which sees the whole run), the copy is
-a move instead.
+Lanes: counts are kept per lane, one actor's own sequence of actions (``Step.lane``, None for
+the main agent; see detection/model.py). ``parent_id`` only decides where a new lane starts
+from: a copy of the lane its first step's parent lives in (the main lane when the parent is
+unknown), so a sub-agent sees what its caller had done, and two sub-agents never see each
+other's calls. Wrapping steps in more spans changes no lane.
 
 Memory: detector state is bounded by the number of distinct signatures, per lane, and a run
-keeps at most MAX_LANES lanes besides the root's (least recently used out first: a step that
-names the parent of a dropped lane starts it again from where its parent lives). Step ids are
-remembered only while they can still be named as a parent: the MAX_IDS ids most recently seen
-or named (a step whose parent is forgotten is a root), and a lane goes with its key's id. So a
-live run's memory does not grow with its length; ``Monitor`` and ``analyze`` follow the same
-rules. The ledger is kept only when asked (``analyze``), as columns of ints and shared strings
-(LedgerEntry objects are made when it is read).
+keeps at most MAX_LANES lanes besides the main one (least recently used out first: a step of
+a dropped lane starts it again from where its parent lives). The ids of steps outside the
+main lane are remembered only while they can still be named as a parent: the MAX_IDS most
+recently seen. So a live run's memory does not grow with its length; ``Monitor`` and
+``analyze`` follow the same rules. The ledger is kept only when asked (``analyze``), as
+columns of ints and shared strings (LedgerEntry objects are made when it is read).
 """
 
 from __future__ import annotations
@@ -48,11 +47,10 @@ from .step import Step
 
 __all__ = ["Monitor", "analyze"]
 
-#: Step ids remembered as possible parents: the ones most recently seen or named as a parent
-#: (an agent names its recent steps, or a root it keeps naming).
+#: Ids of steps outside the main lane remembered as possible parents of a new lane.
 MAX_IDS = 4096
-#: Lanes kept besides the root's, least recently used out first. A chain of parent links (as
-#: in Claude Code) forks a lane at every step, so this bounds a live run's memory.
+#: Lanes kept besides the main one, least recently used out first (bounds a live run's memory
+#: when it spawns sub-agent after sub-agent).
 MAX_LANES = 256
 MAX_FAULTS = 4096  # error fingerprints remembered by call and result (loops repeat them)
 SERIES_POINTS = 200
@@ -64,7 +62,7 @@ Totals = tuple[int, float, float, float | None]  # steps, tokens, cost, time
 
 
 class Lane:
-    """The state of one root-to-node path: each detector's state plus what changed the world."""
+    """The state of one actor's sequence: each detector's state plus what changed the world."""
 
     __slots__ = (
         "batch", "blocker", "epoch", "messages", "mutations", "mutfail", "near", "osc", "reads",
@@ -223,10 +221,10 @@ class Monitor:
         self._scope = self.policy.scope
         self._plans: dict[str, _Plan] = {}
         self._ev = Event(self.policy.for_tool("?"))  # refilled for every tool call
-        # Step ids are strings in the model, but any hashable id works (typed Any: the
-        # compiled engine takes what plain Python takes)
-        self._lanes: dict[Any, Lane] = {None: Lane()}  # parent id (None: roots) -> lane
-        # step id -> key of the lane it lives in; least recently seen or named first
+        # Lane keys and step ids are strings in the model, but any hashable works (typed Any:
+        # the compiled engine takes what plain Python takes)
+        self._lanes: dict[Any, Lane] = {None: Lane()}  # lane key (None: the main agent) -> lane
+        # id of a step outside the main lane -> its lane's key; least recently seen first
         self._where: dict[Any, Any] = {}
         self._current: Any = None
         self._incidents: dict[tuple[Any, ...], _Incident] = {}  # key (detector first) -> it
@@ -242,6 +240,8 @@ class Monitor:
         self._run_mark: Totals | None = None
         self.steps = 0
         self.tool_calls = 0
+        self.unknown_args = 0  # calls whose arguments the trace does not carry
+        self.unknown_results = 0  # calls whose result the trace does not carry
         self.repeated = 0
         self._tokens = 0.0
         self._cost = 0.0
@@ -253,35 +253,24 @@ class Monitor:
         self._any_budget = bool(policy.max_steps or policy.max_tokens or policy.max_cost)
 
     # -- lanes ------------------------------------------------------------------------
-    def _lane_for(self, step: Step, move: bool) -> Lane:
-        parent = step.parent_id
-        where = self._where
-        key: Any = None
-        if parent is not None and parent in where:
-            key = parent
-            where[parent] = where.pop(parent)  # named: remembered longer
+    def _lane_for(self, step: Step) -> Lane:
+        """Return the lane of a step outside the main lane, opening it if it is new."""
+        key = step.lane
         lanes = self._lanes
         lane = lanes.get(key)
-        if lane is None:  # a parent's lane, new or dropped (the root's never goes)
-            source = lanes.get(where[key])
-            if source is None:
-                lane = Lane()
-            elif move:  # the source is never used again: it may stay under its key
-                lane = source
-            else:
-                lane = source.copy()
-            lanes[key] = lane
+        if lane is None:  # a new lane (or one dropped): it starts from where its parent lives
+            source = lanes.get(self._where.get(step.parent_id)) or lanes[None]
+            lane = lanes[key] = source.copy()
             if len(lanes) > MAX_LANES + 1:
                 del lanes[_least_used(lanes, key)]
-        elif key is not None:
-            lanes[key] = lanes.pop(key)  # used: kept longer (the root's never goes)
+        else:
+            lanes[key] = lanes.pop(key)  # used: kept longer (the main lane never goes)
         if step.id is not None:
+            where = self._where
             where.pop(step.id, None)
             where[step.id] = key
             if len(where) > MAX_IDS:
-                oldest = next(iter(where))
-                del where[oldest]
-                lanes.pop(oldest, None)  # no step can reach it any more
+                del where[next(iter(where))]
         self._current = key
         return lane
 
@@ -381,9 +370,6 @@ class Monitor:
     # -- the loop -----------------------------------------------------------------------
     def observe(self, step: Step) -> list[Finding]:
         """Feed one step (in order); return the findings that fire or escalate on it."""
-        return self._observe(step, False)
-
-    def _observe(self, step: Step, move: bool) -> list[Finding]:
         if self._live:
             self._fired = []  # a new list each step: the caller may keep the last one
         self._hit = False
@@ -400,11 +386,11 @@ class Monitor:
         moment = step.ended_at if step.ended_at is not None else step.started_at
         if moment is not None:
             self._time = float(moment)
-        lane = self._lanes.get(None)
-        if lane is not None and step.parent_id is None and step.id is None:
-            self._current = None  # a linear run: one path, nothing to record
+        if step.lane is None:
+            lane = self._lanes[None]
+            self._current = None
         else:
-            lane = self._lane_for(step, move)
+            lane = self._lane_for(step)
         kind = step.kind
         if kind == "tool_call":
             self._tool_call(step, lane)
@@ -424,9 +410,21 @@ class Monitor:
         # Signatures are computed here, once per call, and shared by every detector.
         args, result = step.args, step.result
         digester = plan.digest
-        sig = plan.prefix + digester.digest(args)
+        # Unknown is not equal: a call whose arguments (or result) the trace does not carry
+        # gets a signature (or result digest) of its own, so no detector takes two of them
+        # for the same call (or the same result). Failure status still counts.
+        known_args, known_result = args is not None, result is not None
+        if known_args:
+            sig = plan.prefix + digester.digest(args)
+        else:
+            sig = f"{plan.prefix}?{step.seq}"
+            self.unknown_args += 1
         canonical = digester.canonical
-        rdig = digester.digest(result)
+        if known_result:
+            rdig = digester.digest(result)
+        else:
+            rdig = f"?{step.seq}"
+            self.unknown_results += 1
         status = step.status
         # An invalid turn (no valid action) counts as a failed call, and every invalid turn
         # is the same call: a streak of them is one loop, whatever the error text says.
@@ -449,6 +447,7 @@ class Monitor:
             lane.blocker.invalid = None  # a valid action ends a streak of invalid turns
         ev.settings, ev.args, ev.result, ev.batch_id = plan.settings, args, result, step.batch_id
         ev.canonical = canonical
+        ev.known_args, ev.known_result = known_args, known_result
         ev.clear_marks()
         ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:
@@ -459,19 +458,20 @@ class Monitor:
         # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
         if plan.osc:
             self._osc.observe(lane.osc, ev, self)
-        if plan.repeat and not invalid:
+        if plan.repeat and not invalid and known_args:
             self._repeat.observe(lane.repeat, ev, self)
-        if plan.mutfail and not invalid:
+        if plan.mutfail and not invalid and known_args:
             self._mutfail.observe(lane.mutfail, ev, self)
         if plan.blocker and (error or lane.blocker.groups):  # (a success re-arms what fails)
             self._blocker.observe(lane.blocker, ev, self)
         if plan.batch:
             self._batch.observe(lane.batch, ev, self)
-        if plan.stall:
+        known = known_args and known_result
+        if plan.stall and known:
             self._stall.observe(lane.stall, ev, self)
-        if plan.reads:
+        if plan.reads and known_args:
             self._reads.observe(lane.reads, ev, self)
-        if plan.near:
+        if plan.near and known:
             self._near.observe(lane.near, ev, self)
         if plan.streak:
             self._streak.observe(lane.streak, ev, self)
@@ -635,6 +635,8 @@ class Monitor:
             steps=self.steps,
             tool_calls=self.tool_calls,
             waste=self._waste(self._run_mark),
+            unknown_args=self.unknown_args,
+            unknown_results=self.unknown_results,
         )
 
 
@@ -646,54 +648,12 @@ def _least_used(lanes: dict[Any, Any], key: Any) -> Any:
     raise AssertionError("a lane to drop")
 
 
-def _moves(steps: list[Step]) -> set[int]:
-    """Return the indexes of steps whose new lane may take over its source lane.
-
-    Replays the lane bookkeeping of ``Monitor._lane_for`` without detector state (the same
-    remembered ids, the same lanes): a fork is a move when its source lane is never used
-    again (a chain of parent links, as in Claude Code). A lane dropped with its key and made
-    again later is a new lane: uses are counted per lane, not per key.
-    """
-    where: dict[Any, Any] = {}  # step id -> lane key (ids: any hashable, as in Monitor)
-    lanes: dict[Any, int] = {None: 0}  # lane key -> the lane's number
-    last_use: list[int] = [0]  # lane number -> index of the last step that used it
-    forks: list[tuple[int, int]] = []  # (index, number of the source lane)
-    for index, step in enumerate(steps):
-        parent = step.parent_id
-        key: Any = None
-        if parent is not None and parent in where:
-            key = parent
-            where[parent] = where.pop(parent)
-        lane = lanes.get(key)
-        if lane is None:
-            source = lanes.get(where[key])
-            lane = lanes[key] = len(last_use)
-            last_use.append(index)
-            if source is not None:
-                forks.append((index, source))
-                last_use[source] = index
-            if len(lanes) > MAX_LANES + 1:
-                del lanes[_least_used(lanes, key)]
-        elif key is not None:
-            lanes[key] = lanes.pop(key)
-        last_use[lane] = index
-        if step.id is not None:
-            where.pop(step.id, None)
-            where[step.id] = key
-            if len(where) > MAX_IDS:
-                oldest = next(iter(where))
-                del where[oldest]
-                lanes.pop(oldest, None)
-    return {index for index, source in forks if last_use[source] == index}
-
-
 def analyze(steps_or_run: Run | Iterable[Step], policy: Policy | None = None) -> Analysis:
     """Return the analysis of a whole run (its steps fed through a Monitor, in order)."""
-    steps = steps_or_run.steps if isinstance(steps_or_run, Run) else list(steps_or_run)
-    moves = _moves(steps) if any(step.parent_id is not None for step in steps) else set()
+    steps = steps_or_run.steps if isinstance(steps_or_run, Run) else steps_or_run
     monitor = Monitor(policy, keep_ledger=True)
     monitor._live = False
-    observe = monitor._observe
-    for index, step in enumerate(steps):
-        observe(step, index in moves)
+    observe = monitor.observe
+    for step in steps:
+        observe(step)
     return monitor.analysis()

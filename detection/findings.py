@@ -285,6 +285,8 @@ class Analysis:
     steps: int
     tool_calls: int
     waste: Waste  # after the first warn of the run
+    unknown_args: int = 0  # tool calls whose arguments the trace does not carry
+    unknown_results: int = 0  # tool calls whose result the trace does not carry
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -296,4 +298,6 @@ class Analysis:
             "steps": self.steps,
             "tool_calls": self.tool_calls,
             "waste": self.waste.to_dict(),
+            "unknown_args": self.unknown_args,
+            "unknown_results": self.unknown_results,
         }

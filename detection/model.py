@@ -4,12 +4,19 @@ Plain data only. Importers (runs/importers) build these; the engine (detection)
 reads them; the Django app (runs) stores them as rows. ``Step`` lives in detection/step.py,
 which is compiled with the engine; this module stays plain Python.
 
-Tree shape: when no step of a run has a ``parent_id`` the run is one linear path.
-Otherwise ``parent_id`` names the ``id`` of another step (a span parent, a
-ThinkNode, a sub-agent's Task call); a step whose parent is missing from the run
-is a root. A step "sees" the earlier steps whose parent is one of its own
-ancestors (or its own parent): calls in sequence under one agent share their
-history, while two sibling sub-trees (two sub-agents, two branches) do not.
+Tree and lanes: ``parent_id`` names the ``id`` of another step (a span parent, a ThinkNode,
+a sub-agent's Task call) and builds the tree that the pages draw. The engine does not count
+along the tree: it counts per **lane**, one actor's own sequence of actions (``Step.lane``;
+None is the run's main agent). Importers open a lane only where the evidence says another
+actor or concurrency: a sub-agent (its own agent identity or agent span, a sidechain, an
+agent id, a call that runs steps beneath it), an abandoned branch. Intermediate spans that
+wrap each step of one agent (a turn, a step, a chain, a graph node, a chat span) are not
+lanes, however deep they nest: the same call made in successive turns of one agent is one
+sequence. A new lane starts from what the lane of its first step's parent had seen.
+
+Unknown values: ``args`` or ``result`` None means the trace does not carry it (absent,
+redacted, content capture off, a hook record without its result). The engine never takes
+two unknowns for the same call or the same result.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The engine (detection/engine.py) computes each call's signatures once, fills one ``Event``
 with them and hands it to every detector that can fire for the tool. Each detector keeps its
-state per path of the run tree in a small class of its own, with a ``copy()`` for when a path
-forks (a sub-agent, a branch) and both sides go on from the same history.
+state per lane (one actor's sequence of actions) in a small class of its own, with a
+``copy()`` for when a new lane (a sub-agent) starts from its caller's history.
 
 Types are declared throughout: the package runs as plain Python, and `make` also compiles it
 with mypyc (scripts/build_speedups.py), which turns these classes into C structs.
@@ -34,8 +34,8 @@ class Event:
 
     __slots__ = (
         "args", "batch_id", "canonical", "epoch", "fault", "group_count", "in_cycle", "invalid",
-        "outcome", "quiet", "rdig", "repeat_of", "result", "seq", "settings", "sig", "status",
-        "tool",
+        "known_args", "known_result", "outcome", "quiet", "rdig", "repeat_of", "result", "seq",
+        "settings", "sig", "status", "tool",
     )  # fmt: skip
 
     def __init__(self, settings: ToolSettings) -> None:
@@ -51,6 +51,10 @@ class Event:
         self.args: Any = None
         self.canonical = False  # the arguments are already in canonical form (keys.py)
         self.result: Any = None
+        # Unknown values (the trace does not carry them) are never equal to anything: their
+        # signature or result digest is unique to the call (see Monitor._tool_call).
+        self.known_args = True
+        self.known_result = True
         self.batch_id: Any = None  # str | None (any hashable id works)
         self.epoch = 0  # the lane's count of world changes (see Lane.epoch)
         self.quiet = False  # mutating, polling, an acknowledgement or an error: see similarity

@@ -134,6 +134,7 @@ class StepOut(Schema):
     kind: str
     source_id: str
     parent_id: str
+    lane: str
     tool: str
     args: Any
     result: Any
@@ -197,6 +198,7 @@ class CallIn(BaseModel):
     text: str | None = None
     id: str | None = None
     parent_id: str | None = None
+    lane: str | None = None  # the actor (a sub-agent's id) whose call this is; none: the main
 
     @model_validator(mode="before")
     @classmethod

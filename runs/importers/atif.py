@@ -31,8 +31,8 @@ One JSON object per file, read member by member (`steps` item by item), one run 
   cost_usd -> cost, on the step's first step.
 - Sub-agents: `subagent_trajectories[]` (v1.7) are read into the same run, each under the
   call whose result names it by `subagent_trajectory_ref` (`trajectory_id`/`session_id`),
-  else as a root of its own (its steps follow that call in the run); main-line steps are
-  then chained by parent_id so each sub-agent is a sibling branch. Refs to separate files (`trajectory_path`) are listed in
+  else as a root of its own (its steps follow that call in the run), each in a lane of its
+  own (another agent). Refs to separate files (`trajectory_path`) are listed in
   `metadata["subagent_files"]`; `continued_trajectory_ref` in metadata.
 - Also read: `"observation": {"type": "tool_result", "content"|"result"}` (no `results`
   array) from in-house writers, as one result.
@@ -147,11 +147,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         start = len(state.steps)
         parent = _subagent(state, trajectory, index)
         under.setdefault(parent or "", []).extend(state.steps[start:])
-    if len(state.steps) > len(main):  # sub-agents present: chain the main line
-        previous = None
-        for step in main:
-            step.parent_id = previous
-            previous = step.id
+    if len(state.steps) > len(main):  # sub-agents present
         ordered: list[Step] = []  # each sub-agent right after the call that started it
         for step in main:
             ordered.append(step)
@@ -375,5 +371,6 @@ def _subagent(state: _State, trajectory: Any, index: int) -> str | None:
     for number_, raw in enumerate(trajectory["steps"]):
         for step in _step_safely(state, raw, number_, f"a{index}.", f"{where}.steps"):
             step.parent_id = previous
+            step.lane = f"agent:{index}"
             previous = step.id
     return parent.id if parent is not None else None

@@ -881,7 +881,7 @@ def _usage_to_steps(state: _State) -> None:
 
 
 def _link_sidechains(state: _State) -> None:
-    """Chain main-line steps and hang sub-agent steps under their Task call, if any link."""
+    """Hang each sub-agent's steps, chained, under its Task call, in a lane of its own."""
     if not any(state.branch.get(id(step)) for step in state.steps):
         return
     for position, step in enumerate(state.steps):
@@ -890,5 +890,8 @@ def _link_sidechains(state: _State) -> None:
     last: dict[str | None, str | None] = {}
     for step in state.steps:
         task = state.branch.get(id(step))
+        if task is None:
+            continue  # the main agent's steps: its own lane, no parent needed
         step.parent_id = last.get(task, task)
+        step.lane = f"agent:{task}"
         last[task] = step.id

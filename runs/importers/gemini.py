@@ -761,7 +761,8 @@ class _Layout:
         return step
 
     def marker(self, text: str, name: str, parent: str | None) -> Step:
-        return self.add(text_step("system", text, limits=self.limits, id=name), parent)
+        """Add the step that opens a sub-agent or an abandoned branch: a lane of its own."""
+        return self.add(text_step("system", text, limits=self.limits, id=name, lane=name), parent)
 
     def sequence(self, messages: list[_Message], parent: str | None, *, top: bool = False) -> None:
         current = parent

@@ -28,8 +28,8 @@ One run per sample (id = `<eval_id>/<sample id>/epoch-<n>`), steps from the samp
   exit codes only in text).
 - Tree: a `tool` event's nested `events` (a sub-agent run as a tool) and the events inside a
   `span_begin` of type "agent" go under that tool's step (or a `system` step "agent <name>"
-  for the span); main-line steps are then chained by parent_id so each sub-agent is a
-  branch. Span nesting comes from `span_begin {id, parent_id}` and each event's `span_id`.
+  for the span), in a lane of its own (the sub-agent's); main-line steps keep no parent.
+  Span nesting comes from `span_begin {id, parent_id}` and each event's `span_id`.
 - `error` events and `sample.error` -> `system` steps; `sample_limit` -> a `system` step
   "limit <type>: <message>"; `score` events and `sample.scores` -> metadata. `state`,
   `store`, `sandbox`, `logger`, `info`, `approval`, `input`, `span_end`, `step` -> skipped,
@@ -258,6 +258,7 @@ class _State:
             step.id = f"{step.id}#{len(self.steps) + 1}"
         if under is not None:
             step.parent_id = self.last.get(under.id, under.id)
+            step.lane = f"agent:{under.id}"
             self.last[under.id] = step.id
         if self.pending_usage is not None and step.kind in ("assistant", "tool_call"):
             _usage(step, self.pending_usage)
@@ -303,12 +304,6 @@ def _sample_run(
     if isinstance(sample.get("error"), dict):
         message = sample["error"].get("message")
         state.add(text_step("system", f"sample error: {message}", limits=limits), None)
-    if state.agents:  # sub-agents present: chain the main line so each is a branch
-        previous = None
-        for step in state.steps:
-            if step.parent_id is None:
-                step.parent_id = previous
-                previous = step.id
     meta = _meta(header)
     meta["sample_id"] = sample.get("id")
     meta["epoch"] = sample.get("epoch")
@@ -513,7 +508,7 @@ def _tool(
         )
     inner = event.get("events")
     if isinstance(inner, list) and inner:
-        state.agents.setdefault(f"tool:{step.id}", step)  # a branch: chain the main line
+        state.agents.setdefault(f"tool:{step.id}", step)  # a sub-agent run as a tool
         for index, nested in enumerate(inner):
             _event_safely(state, nested, step, f"{where}.events[{index}]")
 

@@ -32,8 +32,8 @@ An event is `{id: "sevt_…", type: "<domain>.<action>", processed_at, …}`. On
   in the stream (same type and the same text or call link) is then skipped. Events seen
   twice by `id` (merged thread and primary streams) are skipped.
 - Threads (multi-agent): events of a thread opened by `session.thread_created` (or named by
-  `agent.thread_message_sent.to_session_thread_id`) go under the step that opened it; the
-  primary thread's steps are then chained by parent_id so each thread is a branch.
+  `agent.thread_message_sent.to_session_thread_id`) go under the step that opened it, in a
+  lane of their own (each thread is another agent); the primary thread is the main lane.
 - Times: `processed_at` (RFC 3339), else the export's `time`.
 """
 
@@ -153,6 +153,7 @@ class _State:
         if thread is not None and thread in self.threads:
             opener = self.threads[thread]
             step.parent_id = self.last_in_thread.get(thread, opener.id if opener else None)
+            step.lane = f"thread:{thread}"
             self.last_in_thread[thread] = step.id
         self.steps.append(step)
         if self.request_open and self.request_first is None:
@@ -426,11 +427,5 @@ def _finish(state: _State) -> None:
         step = state.calls.get(link)
         if step is not None and link not in state.answered:
             set_result(step, reason, error=True, limits=state.limits)
-    if state.threads:  # chain the primary thread so each sub-thread is a branch
-        previous = None
-        for step in state.steps:
-            if step.parent_id is None:
-                step.parent_id = previous
-                previous = step.id
     if state.skipped:
         state.meta["skipped_events"] = dict(state.skipped)

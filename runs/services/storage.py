@@ -40,6 +40,7 @@ STEP_FIELDS = (
     "tokens_in",
     "tokens_out",
     "cost",
+    "lane",
 )
 STEP_COLUMNS = ("run_id", *STEP_FIELDS, "call_sig")
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -48,7 +49,7 @@ _UNSAFE = re.compile("[\x00\ud800-\udfff]")
 
 def engine_step(
     seq, kind, source_id, parent_id, tool, args, result, status, batch_id, text,
-    started_at, ended_at, tokens_in, tokens_out, cost,
+    started_at, ended_at, tokens_in, tokens_out, cost, lane="",
 ) -> detection.Step:  # fmt: skip
     """Return the engine's step for one row's STEP_FIELDS values (blank text means absent)."""
     return detection.Step(
@@ -67,6 +68,7 @@ def engine_step(
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         cost=cost,
+        lane=lane or None,
     )
 
 
@@ -102,11 +104,13 @@ def step_values(
     started_at, ended_at = timestamp(step.started_at), timestamp(step.ended_at)
     tokens_in, tokens_out = int_or_none(step.tokens_in), int_or_none(step.tokens_out)
     cost = float_or_none(step.cost)
+    lane = clean_text(str(step.lane)[:255]) if step.lane is not None else ""
     values = (run_id, step.seq, step.kind, source_id, parent_id, tool, json_text(args),
               json_text(result), status, batch_id, text, started_at, ended_at, tokens_in,
-              tokens_out, cost, call_sig)  # fmt: skip
+              tokens_out, cost, lane, call_sig)  # fmt: skip
     read_back = engine_step(step.seq, step.kind, source_id, parent_id, tool, args, result, status,
-                            batch_id, text, started_at, ended_at, tokens_in, tokens_out, cost)  # fmt: skip
+                            batch_id, text, started_at, ended_at, tokens_in, tokens_out, cost,
+                            lane)  # fmt: skip
     return values, read_back
 
 

@@ -87,33 +87,50 @@ def test_failed_calls_count_across_turns():
     assert repeat_finding(result)[0].count == 5
 
 
-def test_sibling_branches_are_independent():
+def test_sub_agents_in_lanes_of_their_own_are_independent():
     trace = Trace()
     trace.call("task", {"agent": "root"}, "spawned", id="root")
     for branch in ("a", "b", "c"):
         trace.call("task", {"agent": branch}, f"agent {branch} done", id=branch, parent_id="root")
         for _ in range(2):
-            trace.call("search", {"q": "x"}, "same", parent_id=branch)
+            trace.call("search", {"q": "x"}, "same", parent_id=branch, lane=branch)
     assert analyze(trace.steps).verdict == "ok"
 
 
-def test_calls_under_one_parent_share_history_with_their_ancestors():
+def test_two_concurrent_sub_agents_that_call_the_same_tool_once_each_stay_clean():
+    trace = Trace()
+    trace.call("search", {"q": "x"}, "same")  # the caller's own call, before it spawns them
+    for agent in ("a", "b"):
+        trace.call("Task", {"prompt": f"look for x ({agent})"}, "started", id=agent)
+    for agent in ("a", "b"):  # interleaved in time, each in its own lane
+        trace.call("search", {"q": "x"}, "same", parent_id=agent, lane=agent)
+    result = analyze(trace.steps)
+    assert result.verdict == "ok", result.findings
+    assert result.findings == ()
+
+
+def test_a_sub_agent_starts_from_what_its_caller_had_seen():
     trace = Trace()
     trace.call("task", {"agent": "root"}, "spawned", id="root")
     trace.call("search", {"q": "x"}, "same", parent_id="root")
     trace.call("task", {"agent": "a"}, "spawned", id="a", parent_id="root")
-    trace.call("search", {"q": "x"}, "same", parent_id="a")
-    trace.call("search", {"q": "x"}, "same", parent_id="a")
+    trace.call("search", {"q": "x"}, "same", parent_id="a", lane="a")
+    trace.call("search", {"q": "x"}, "same", parent_id="a", lane="a")
     assert analyze(trace.steps).verdict == "warn"
 
 
-def test_a_chain_of_parent_links_is_one_path():
+def test_nesting_is_not_a_lane_the_same_call_under_per_step_spans_is_a_loop():
+    """Seven identical failing calls, each under a span of its own turn, as the OpenAI Agents
+    SDK, LangGraph and smolagents nest them: parent links alone open no lane."""
     trace = Trace()
-    previous = None
-    for index in range(4):
-        trace.call("search", {"q": "x"}, "same", id=f"s{index}", parent_id=previous)
-        previous = f"s{index}"
-    assert analyze(trace.steps).verdict == "warn"
+    trace.say("I'll read it", id="agent")
+    for turn in range(7):
+        trace.say(f"turn {turn}", id=f"turn{turn}", parent_id="agent")
+        trace.call(
+            "read_file", {"path": "missing.txt"}, "FileNotFoundError: missing.txt",
+            status="error", parent_id=f"turn{turn}",
+        )  # fmt: skip
+    assert analyze(trace.steps).verdict == "stop"
 
 
 def test_recheck_after_a_new_edit_is_not_a_loop():

@@ -31,6 +31,7 @@ def run(seed, size):
         parent = rng.choice(ids[-20:]) if ids and seed % 2 and rng.random() < 0.9 else None
         roll = rng.random()
         common = dict(id=f"s{seq}", parent_id=parent, tokens_in=rng.choice([None, 50, 12.5]))
+        common["lane"] = rng.choice([None, f"a{seq // 40}"]) if parent else None
         if seed == 5:  # ids and batch ids need not be strings: any hashable id works
             common["id"], common["parent_id"] = seq, int(parent[1:]) if parent else None
         if roll < 0.03:

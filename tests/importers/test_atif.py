@@ -60,15 +60,16 @@ def test_terminus2_calls_results_and_parse_errors():
     assert (reasoning.tokens_in, reasoning.tokens_out, reasoning.cost) == (1200, 80, 0.0048)
 
 
-def test_the_sub_agent_is_a_branch_under_its_call():
+def test_the_sub_agent_is_a_lane_of_its_own_under_its_call():
     run = only_run(TERMINUS)
     delegate = next(s for s in calls(run) if s.tool == "delegate")
     helper_user = next(s for s in run.steps if s.kind == "user" and "find the bug" in s.text)
     assert helper_user.parent_id == delegate.id
+    assert helper_user.lane is not None and delegate.lane is None
     after = next(
         s for s in calls(run) if s.tool == "bash_command" and s.result == "app.py test_a.py"
     )
-    assert after.parent_id == delegate.id  # the main line goes on beside the sub-agent
+    assert after.lane is None  # the main line goes on beside the sub-agent, in its own lane
 
 
 def test_detection():

@@ -139,7 +139,7 @@ def test_child_calls_are_not_counted_as_parent_repeats():
     assert counts[c2.seq] == 2
     flat = copy.deepcopy(run)
     for step in flat.steps:
-        step.parent_id = None
+        step.parent_id = step.lane = None
     flat_counts = {entry.seq: entry.count for entry in analyze(flat).ledger}
     # read as one line, the same grep would be the 4th (b1 after a turn, a1, a2, c2)
     assert flat_counts[c2.seq] == 4

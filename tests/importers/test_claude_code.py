@@ -148,7 +148,8 @@ def test_sidechain_records_hang_under_their_task_call():
     (run,) = runs_of(data)
     by_id = {step.id: step for step in run.steps}
     assert by_id["toolu_S"].parent_id == "s1" and by_id["s1"].parent_id == "toolu_T"
-    assert by_id["toolu_B"].parent_id == "toolu_T"  # main line chains past the sub-agent
+    assert by_id["toolu_S"].lane == by_id["s1"].lane == "agent:toolu_T"  # the sub-agent's lane
+    assert by_id["toolu_B"].lane is None  # the main line goes on in the main lane
     assert by_id["toolu_T"].result == "done"
 
 

@@ -163,7 +163,7 @@ def test_abandoned_and_live_branches_do_not_see_each_other():
     assert [s.status for s in run.steps if s.is_tool_call] == ["error"] * 3
     assert analyze(run).stall_score == pytest.approx(1 / 3, abs=1e-3)
     for step in run.steps:
-        step.parent_id = None
+        step.parent_id = step.lane = None
     assert analyze(run).stall_score == pytest.approx(2 / 3, abs=1e-3)
 
 

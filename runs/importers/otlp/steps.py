@@ -53,6 +53,7 @@ from ..builders import finish_run
 from ..content import parse_json_text
 from ..detect import Claim, Sample, share
 from ..errors import Skips, TooManySteps, TraceError, too_many_held
+from ..lanes import assign_lanes
 from ..reading import (
     DEFAULT_LIMITS,
     JsonlReader,
@@ -66,7 +67,14 @@ from ..reading import (
     stream_head,
 )
 from . import logs as otlp_logs
-from .dialects import COMMON, DETAIL, LLM, TOOL, Dialect, classify, keys, unwrap
+from .dialects import AGENT, COMMON, DETAIL, LLM, TOOL, Dialect, classify, keys, unwrap
+from .frameworks import (
+    FINAL_ANSWER_TOOLS,
+    call_arguments,
+    take_contexts,
+    tool_call_context,
+    tool_message,
+)
 from .logs import LogEvent, events_from_request, events_of_resource, is_logs_request
 from .spans import (
     Rejected,
@@ -195,16 +203,9 @@ def _span_error(span: Span) -> bool:
 
 def arguments(value: Any) -> Any:
     """Return a tool's arguments from what an attribute holds: JSON text parsed; a decorator's
-    `{"args": [], "kwargs": {...}}` (Traceloop, AgentOps) read as its keyword arguments."""
-    parsed = parse_json_text(value)
-    if (
-        isinstance(parsed, dict)
-        and set(parsed) <= {"args", "kwargs"}
-        and isinstance(parsed.get("kwargs"), dict)
-        and not parsed.get("args")
-    ):
-        return parsed["kwargs"]
-    return parsed
+    `{"args": [...], "kwargs": {...}}` (smolagents, Traceloop, AgentOps) unwrapped
+    (`frameworks.call_arguments`)."""
+    return call_arguments(parse_json_text(value))
 
 
 def _tool_name(span: Span, dialect: Dialect) -> str:
@@ -221,15 +222,25 @@ def _tool_step(span: Span, step: Step, dialect: Dialect, limits: Limits) -> str 
     attrs = span.attrs
     step.kind = "tool_call"
     step.tool = _tool_name(span, dialect)
-    step.args = clip_json(arguments(_pick(attrs, dialect, "args")), limits)
+    args = arguments(_pick(attrs, dialect, "args"))
     result = _pick(attrs, dialect, "result")
+    if step.tool in FINAL_ANSWER_TOOLS:  # smolagents: the agent's answer, not a call
+        answer = args.get("answer") if isinstance(args, dict) else None
+        step.kind, step.tool = "assistant", None
+        step.text = clip_strings(text_of(answer) or text_of(result), limits.max_value_chars)
+        return None
+    step.args = clip_json(args, limits)
+    message = tool_message(result)
+    if message is not None:  # a LangChain ToolMessage: its content is the result
+        result = message.content
     failed = failure(attrs, dialect, result)
-    error = _span_error(span) or failed is not None
+    error = _span_error(span) or failed is not None or (message is not None and message.error)
     if result is None and error:
         result = _error_text(span) or failed
     step.result = clip_json(result, limits)
     step.status = "error" if error else "ok"
-    return optional_text(unwrap(_pick(attrs, dialect, "call_id")))
+    call_id = optional_text(unwrap(_pick(attrs, dialect, "call_id")))
+    return call_id or (message.call_id if message is not None else None)
 
 
 _TEXT_KEYS = ("text", "content", "output", "completion", "response", "message", "messages",
@@ -416,6 +427,8 @@ class Collector:
         self.logs: list[LogEvent] = []
         self.dialects: dict[str, set[str]] = {}  # trace id -> dialects its spans were read by
         self.held = 0  # spans and log records kept so far, across traces
+        self.agents: set[int] = set()  # id(step) of the steps made from agent spans
+        self.contexts: dict[tuple[str, str], dict[str, Any]] = {}  # LangGraph tools node calls
 
     def _hold(self) -> None:
         self.held += 1
@@ -478,6 +491,11 @@ class Collector:
                 meta.setdefault("model", str(unwrap(model)))
         else:
             _group_step(span, step, dialect, self.limits, meta)
+            context = tool_call_context(span.attrs.get("input.value"))
+            if context is not None:
+                self.contexts[(span.trace_id, span.span_id)] = context
+            if role == AGENT:
+                self.agents.add(id(step))
         return step
 
     def run_key(self, trace_id: str) -> str:
@@ -488,6 +506,7 @@ class Collector:
         """Return the runs: traces grouped by session, in order of first appearance."""
         from . import placement
 
+        take_contexts(self)
         placement.fold_details(self)
         placement.place_logs(self)
         runs: dict[str, Run] = {}
@@ -516,12 +535,33 @@ class Collector:
             if not run.steps:
                 continue
             self._order(run)
+            self._open_subagent_lanes(run)
+            assign_lanes(run)
             run.name = _run_name(run)
         return [
             finish_run(run, source=self.source, limits=self.limits, call_ids=self.call_ids)
             for run in runs.values()
             if run.steps
         ]
+
+    def _open_subagent_lanes(self, run: Run) -> None:
+        """Give each agent span nested in another agent's span a lane of its own.
+
+        The outermost agent is the run's main agent; the spans between an agent and its calls
+        (turns, steps, chains, graph nodes) open no lane (`lanes.py`).
+        """
+        if not self.agents:
+            return
+        by_id = {step.id: step for step in run.steps if step.id}
+        for step in run.steps:
+            if id(step) not in self.agents or step.lane is not None:
+                continue
+            parent, hops = by_id.get(step.parent_id), 0
+            while parent is not None and hops < 1000:
+                if id(parent) in self.agents:
+                    step.lane = f"agent:{step.id}"
+                    break
+                parent, hops = by_id.get(parent.parent_id), hops + 1
 
     def _order(self, run: Run) -> None:
         last = float("-inf")
