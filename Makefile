@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format bench screenshots clean speedups
+.PHONY: run test conformance lint format bench screenshots clean speedups
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$(PYTHON="$(PYTHON)" scripts/find-python) && $$py -m venv $(VENV); }
@@ -33,7 +33,28 @@ $(AXE): tests/e2e/axe/package.json tests/e2e/axe/package-lock.json
 test: speedups $(AXE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest $(PYTEST_ARGS)
+	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest --ignore=tests/conformance $(PYTEST_ARGS)
+
+## The conformance suite: real agent frameworks (each virtualenv in var/conformance/<name>,
+## built from tests/conformance/requirements/<name>.txt, stamped so a second run installs
+## nothing) export to a live loopboard and a real worker.
+CONFORMANCE := var/conformance
+CONFORMANCE_STAMPS := $(patsubst tests/conformance/requirements/%.txt,$(CONFORMANCE)/%/.installed,$(wildcard tests/conformance/requirements/*.txt))
+
+$(CONFORMANCE)/%/.installed: tests/conformance/requirements/%.txt
+	@test -x $(CONFORMANCE)/$*/bin/python || { py=$$(PYTHON="$(PYTHON)" scripts/find-python) && $$py -m venv $(CONFORMANCE)/$*; }
+	$(CONFORMANCE)/$*/bin/python -m pip install --quiet --disable-pip-version-check -r $<
+	@touch $@
+
+## The Vercel AI SDK producer's npm packages (pinned in tests/conformance/node/package-lock.json).
+CONFORMANCE_NODE := tests/conformance/node/node_modules/.installed
+$(CONFORMANCE_NODE): tests/conformance/node/package.json tests/conformance/node/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing (apt-get install npm): the Node producer needs it" >&2; exit 1; }
+	cd tests/conformance/node && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
+conformance: speedups $(CONFORMANCE_STAMPS) $(CONFORMANCE_NODE)
+	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest tests/conformance $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
