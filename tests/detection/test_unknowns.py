@@ -1,0 +1,96 @@
+"""Unknown is not equal: arguments or results the trace does not carry (None) never make two
+calls the same call or give them the same result."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from detection import Step, analyze
+
+RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
+TOOLS = ("read_file", "search", "Edit", "bash", "get_flight_status")
+
+
+@st.composite
+def runs(draw):
+    steps = []
+    for seq in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["tool_call"] * 7 + ["user", "assistant"]))
+        step = Step(seq=seq, kind=kind, id=f"s{seq}")
+        if kind == "tool_call":
+            step.tool = draw(st.sampled_from(TOOLS))
+            step.args = {"path": draw(st.sampled_from(["a.py", "b.py", "src/c.py", "missing"]))}
+            step.status = draw(st.sampled_from(["ok", "ok", "error"]))
+            step.result = draw(st.sampled_from(["", "same", "other", "Error: not found", "42"]))
+            step.batch_id = draw(st.sampled_from([None, None, f"m{seq // 2}"]))
+        else:
+            step.text = draw(st.sampled_from(["go on", "I will retry", "done"]))
+        steps.append(step)
+    return steps
+
+
+def _loops(analysis):
+    """The warn/stop findings by detector (info, such as a streak, is never a verdict)."""
+    counts = {}
+    for finding in analysis.findings:
+        if RANK[finding.severity] >= RANK["warn"]:
+            counts[finding.detector] = counts.get(finding.detector, 0) + 1
+    return counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs(), st.data(), st.sampled_from(["args", "result", "both"]))
+def test_blanking_arguments_or_results_never_adds_a_finding(steps, data, what):
+    before = analyze(copy.deepcopy(steps))
+    calls = [step for step in steps if step.kind == "tool_call"]
+    blanked = data.draw(st.lists(st.sampled_from(calls), unique_by=id) if calls else st.just([]))
+    for step in blanked:
+        if what in ("args", "both"):
+            step.args = None
+        if what in ("result", "both"):
+            step.result = None
+    after = analyze(steps)
+    assert RANK[after.verdict] <= RANK[before.verdict]
+    for detector, count in _loops(after).items():
+        assert count <= _loops(before).get(detector, 0), (detector, after.findings)
+
+
+def test_ten_distinct_calls_recorded_with_names_only_are_at_most_a_streak():
+    """Google ADK's default spans: the tool name, no arguments, no result."""
+    steps = [Step(seq, "tool_call", tool="read_file") for seq in range(10)]
+    result = analyze(steps)
+    assert result.verdict == "ok"
+    assert {finding.detector for finding in result.findings} <= {"streak"}
+    assert (result.unknown_args, result.unknown_results) == (10, 10)
+
+
+def test_hook_records_without_results_are_no_result_stall():
+    """Cursor hook records carry the call but no result: six reads of different files."""
+    steps = [
+        Step(seq, "tool_call", tool="read_file", args={"path": f"src/m{seq}.py"})
+        for seq in range(6)
+    ]
+    result = analyze(steps)
+    assert result.verdict == "ok", result.findings
+    assert result.unknown_results == 6 and result.unknown_args == 0
+
+
+def test_the_same_failing_call_with_unknown_results_is_still_a_repeat():
+    """Failure status counts where it is present, even without the error's text."""
+    steps = [
+        Step(seq, "tool_call", tool="read_file", args={"path": "missing.txt"}, status="error")
+        for seq in range(7)
+    ]
+    assert analyze(steps).verdict == "stop"
+
+
+def test_failing_calls_with_unknown_arguments_are_never_the_same_call():
+    steps = [
+        Step(seq, "tool_call", tool="read_file", result="ok, 3 lines", status="ok")
+        for seq in range(7)
+    ]
+    result = analyze(steps)
+    assert result.verdict == "ok", result.findings
