@@ -49,6 +49,9 @@ HAND_COUNTS = {
     # agent actions other than `message` (run, edit, run_ipython, finish)
     "traces/openhands/basic_gui_mode.json": [4],
     "traces/openhands/resolver_legacy_output.jsonl": [4, 22],
+    # TOOL spans (openinference.span.kind) other than smolagents' final_answer
+    "importers/otlp_langgraph_openinference.json": [3],
+    "importers/otlp_smolagents_openinference.json": [3],
     # a wrapped OpenAI chat call: no tool calls
     "traces/langsmith/langsmith_py_wrap_openai_.json": [0],
     # per session: the model's `>>>>>>> REPLACE` blocks (not aider's echo of a failed one)

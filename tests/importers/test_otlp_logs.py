@@ -101,7 +101,9 @@ def test_claude_code_logs_only_build_the_run_from_session_id_in_sequence_order()
         assert run.skipped == 1  # the record with traceId "not-a-trace-id"
 
 
-def genai_export(*, with_tool_span: bool, new_semconv: bool = False) -> tuple[bytes, bytes]:
+def genai_export(
+    *, with_tool_span: bool, new_semconv: bool = False, result: str = "3 hits"
+) -> tuple[bytes, bytes]:
     """A chat span that asks for one tool call, the call, a second chat span answering; the
     GenAI events emitted inside the chat spans with the real SDK."""
     spans, records = InMemorySpanExporter(), InMemoryLogRecordExporter()
@@ -138,7 +140,7 @@ def genai_export(*, with_tool_span: bool, new_semconv: bool = False) -> tuple[by
         with tracer.start_as_current_span("chat gpt-4o", attributes=chat):
             if new_semconv:
                 inputs = [{"role": "tool", "parts": [
-                    {"type": "tool_call_response", "id": "call_1", "response": "3 hits"}]}]  # fmt: skip
+                    {"type": "tool_call_response", "id": "call_1", "response": result}]}]  # fmt: skip
                 logger.emit(LogRecord(event_name="gen_ai.client.inference.operation.details",
                                       attributes={"gen_ai.input.messages": json.dumps(inputs),
                                                   "gen_ai.output.messages": json.dumps(
@@ -149,7 +151,7 @@ def genai_export(*, with_tool_span: bool, new_semconv: bool = False) -> tuple[by
                 )  # history: no second call
                 logger.emit(
                     LogRecord(
-                        event_name="gen_ai.tool.message", body={"content": "3 hits", "id": "call_1"}
+                        event_name="gen_ai.tool.message", body={"content": result, "id": "call_1"}
                     )
                 )
                 logger.emit(
@@ -262,3 +264,15 @@ def test_the_otlp_claim_takes_logs_exports():
     assert otlp_spans.looks_like_protobuf(trace_pb) and not otlp_logs.looks_like_protobuf(trace_pb)
     no = otlp.claim(sample_of(b'{"logs": []}'))
     assert no.score == 0 and "no `resourceLogs` request" in no.reason
+
+
+@pytest.mark.parametrize("with_tool_span", [False, True])
+@pytest.mark.parametrize("new_semconv", [False, True])
+def test_a_result_rebuilt_from_chat_messages_that_reads_as_an_error_fails(
+    new_semconv, with_tool_span
+):
+    text = "Error: FileNotFoundError(2, 'No such file or directory')"
+    export = genai_export(with_tool_span=with_tool_span, new_semconv=new_semconv, result=text)
+    (run,) = read(jsonl(*export), "x.jsonl")
+    (step,) = (s for s in run.steps if s.kind == "tool_call")
+    assert (step.result, step.status) == (text, "error")

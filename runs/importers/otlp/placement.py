@@ -19,7 +19,9 @@ Written from the format notes §3.23, not from a real export:
   output: they fill the text of their model span (by span id), or are assistant steps of their
   own; the tool calls in them become tool-call steps unless a tool span with that call id
   exists. Results come by call id from `gen_ai.tool.message` (body `{content, id}`) and from
-  `tool_call_response` parts of `gen_ai.input.messages`. Per-message input events
+  `tool_call_response` parts of `gen_ai.input.messages`; such a result carries no failure
+  flag, so its text decides by the common text rules (`Error: FileNotFoundError…` fails).
+  Per-message input events
   (`gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`) repeat the
   history on every call: they only supply results, never steps.
 - A record in a span whose trace is known goes to that trace's run, as a child of its span;
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from detection.model import Step
 
+from .. import text_errors
 from ..content import parse_json_text
 from ..reading import clip_json, clip_strings
 from .dialects import DIALECTS
@@ -242,7 +245,7 @@ class _Placer:
                 step.id = call_id
                 self.tools[(run, call_id)] = step
                 if (result := self.results.get((run, call_id))) is not None:
-                    step.result = clip_json(result, self.c.limits)
+                    _rebuilt_result(step, result, self.c)
 
     def genai_inputs(self, event: LogEvent) -> None:
         body = event.body if isinstance(event.body, dict) else {}
@@ -265,9 +268,16 @@ class _Placer:
         self.results.setdefault(key, content)
         step = self.tools.get(key)
         if step is not None and step.result is None:
-            step.result = clip_json(
-                parse_json_text(content) if isinstance(content, str) else content, self.c.limits
-            )
+            _rebuilt_result(step, content, self.c)
+
+
+def _rebuilt_result(step: Step, content: Any, collector: Collector) -> None:
+    """Give a call the result rebuilt from chat messages (which carry no failure flag): it
+    failed when its text reads as an error by the common text rules."""
+    value = parse_json_text(content) if isinstance(content, str) else content
+    step.result = clip_json(value, collector.limits)
+    if text_errors.is_error(value if isinstance(value, str) else text_of(value)):
+        step.status = "error"
 
 
 def _int(value: Any) -> int | None:
