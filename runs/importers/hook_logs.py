@@ -98,7 +98,6 @@ def is_cursor_event(record: Any) -> bool:
 class _Session:
     run: Run
     open: list[Step] = field(default_factory=list)  # calls waiting for their result
-    by_id: dict[str, Step] = field(default_factory=dict)
 
 
 class HookLog:
@@ -302,9 +301,13 @@ class HookLog:
         )
         self._add(session, step)
         session.open.append(step)
-        if call_id:
-            session.by_id[str(call_id)] = step
         return step
+
+    def _unmatched(self, session: _Session, event: dict) -> None:
+        session.run.warnings.append(
+            f"a {event.get('hook_event_name')} result matches no earlier call; kept as a call "
+            "of its own"[:500]
+        )
 
     def _take(
         self,
@@ -315,30 +318,45 @@ class HookLog:
         limits: Limits,
         args: Any = None,
     ) -> Step:
-        """The open call this result answers: by tool_use_id, else the earliest open call of
-        the same tool (and generation); none: a call of its own, with a warning."""
+        """The step that takes this result. With a tool_use_id: a step of its own with that id
+        (and no arguments when an earlier record of the call is open: it has them), which the
+        kit's merge (builders.finish_run) joins to that record. Without
+        one: the earliest open call of the same tool (and generation); none: a call of its
+        own, with a warning."""
         call_id = event.get("tool_use_id")
-        step = session.by_id.pop(str(call_id), None) if call_id else None
-        if step is None:
+        if call_id:
+            waiting = [s for s in session.open if s.id != str(call_id)]
+            payload = None  # the earlier record carries the call; this one adds the result
+            if len(waiting) == len(session.open):
+                self._unmatched(session, event)
+                payload = args if args is not None else parse_json_text(event.get("tool_input"))
+            session.open = waiting
             generation = event.get("generation_id")
-            step = next(
-                (
-                    s
-                    for s in session.open
-                    if s.tool == str(tool or "(unknown)")
-                    and (not generation or s.batch_id in (None, str(generation)))
+            return self._add(
+                session,
+                tool_step(
+                    tool=str(tool or "(unknown)"),
+                    args=payload,
+                    limits=limits,
+                    id=str(call_id),
+                    batch_id=str(generation) if generation else None,
+                    started_at=when,
                 ),
-                None,
             )
-        if step is not None:
-            if step in session.open:
-                session.open.remove(step)
-            return step
-        session.run.warnings.append(
-            f"a {event.get('hook_event_name')} result matches no earlier call; kept as a call of its own"[
-                :500
-            ]
+        generation = event.get("generation_id")
+        step = next(
+            (
+                s
+                for s in session.open
+                if s.tool == str(tool or "(unknown)")
+                and (not generation or s.batch_id in (None, str(generation)))
+            ),
+            None,
         )
+        if step is not None:
+            session.open.remove(step)
+            return step
+        self._unmatched(session, event)
         payload = args if args is not None else parse_json_text(event.get("tool_input"))
         return self._add(
             session,

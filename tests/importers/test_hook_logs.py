@@ -94,3 +94,26 @@ def test_unknown_events_and_bad_lines_are_skipped_with_their_line():
     assert "h.jsonl:14: field 'hook_event_name': unknown hook event 'Nope'" in first.warnings
     with pytest.raises(TraceError, match="empty file"):
         list(iter_runs(b"", format="claude-code-hooks"))
+
+
+def hook(event: str, call_id: str, **fields) -> dict:
+    return {"session_id": "s", "hook_event_name": event, "tool_name": "Bash",
+            "tool_use_id": call_id, **fields}  # fmt: skip
+
+
+def test_pre_and_post_records_of_one_call_are_one_step_and_repeats_are_new_steps():
+    command = {"command": "npm test"}
+    records = []
+    for n in range(3):  # the same call made three times, each with its own tool_use_id
+        records.append(hook("PreToolUse", f"toolu_{n}", tool_input=command))
+        records.append(hook("PostToolUse", f"toolu_{n}", tool_input=command,
+                            tool_response={"stdout": "", "stderr": "Exit code 1"}))  # fmt: skip
+    records.append(hook("PreToolUse", "toolu_9", tool_input={"command": "ls"}))  # no result
+    data = "\n".join(json.dumps(r) for r in records).encode()
+    (run,) = iter_runs(data, source="hooks.jsonl")
+    assert calls(run) == [("Bash", f"toolu_{n}", "error") for n in range(3)] + [
+        ("Bash", "toolu_9", "ok")
+    ]
+    assert [s.args for s in run.steps] == [command] * 3 + [{"command": "ls"}]
+    assert run.steps[3].result is None  # a PreToolUse alone carries no result: unknown
+    assert run.warnings == []
