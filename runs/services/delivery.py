@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import smtplib
 import time
 import uuid
@@ -38,6 +39,7 @@ from . import alerts, channels
 
 log = logging.getLogger(__name__)
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # no header may hold these
 MAX_RESPONSE_BYTES = 64 * 1024
 ERROR_CHARS = 500
 USER_AGENT = "loopboard-alerts/1"
@@ -83,8 +85,7 @@ def deliver(alert_id: int, channel_id: int) -> float | None:
     if attempts.filter(status=Delivery.Status.SENT).exists():
         return None
     attempt = attempts.count() + 1
-    message = render(alert, channel)
-    outcome = send(channel, message, idempotency_key(alert, channel))
+    message, outcome = render_and_send(alert, channel)
     last = attempt >= settings.LOOPBOARD_ALERT_ATTEMPTS
     if outcome.sent:
         status = Delivery.Status.SENT
@@ -115,10 +116,23 @@ def send_test(channel: Channel) -> Delivery:
     alert = Alert.objects.create(
         rule=None, key=f"test:{channel.pk}:{uuid.uuid4().hex}", payload=payload
     )
-    message = render(alert, channel)
-    outcome = send(channel, message, idempotency_key(alert, channel))
+    message, outcome = render_and_send(alert, channel)
     status = Delivery.Status.SENT if outcome.sent else Delivery.Status.FAILED
     return _log(alert, channel, 1, status, outcome, message)
+
+
+def render_and_send(alert: Alert, channel: Channel) -> tuple[Message, Outcome]:
+    """Render and send once. Whatever goes wrong (a channel whose stored URL no longer
+    decrypts, a message the mail library refuses, a worker's time limit) comes back as a
+    failed Outcome to retry, so every attempt gets its row in the delivery log."""
+    message = Message(b"")
+    try:
+        message = render(alert, channel)
+        return message, send(channel, message, idempotency_key(alert, channel))
+    except Exception as exc:  # noqa: BLE001 - logged here and in the delivery log
+        log.exception("alert %s to channel %s could not be sent", alert.pk, channel.pk)
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return message, Outcome(False, retry=True, error=error[:ERROR_CHARS])
 
 
 def log_of(project: Project) -> QuerySet[Delivery]:
@@ -194,7 +208,10 @@ def lines(payload: dict) -> list[str]:
 
 
 def email_subject(payload: dict) -> str:
-    return f"[loopboard] {payload.get('title', 'alert')}"[:200].replace("\n", " ")
+    """The subject line: the title with every line separator (CR, LF, U+0085, U+2028,
+    U+2029, ...) and control character made a space, as a mail header must be one line."""
+    subject = f"[loopboard] {payload.get('title', 'alert')}"
+    return _CONTROL.sub(" ", " ".join(subject.splitlines()))[:200]
 
 
 def email_text(payload: dict) -> str:

@@ -596,3 +596,44 @@ def test_beat_queues_a_task_per_rate_rule_and_each_fires_on_its_own(
     with eager():  # the same minute again (a second beat): nothing fires twice
         alerts.queue_rate_rules(now)
     assert len(mine.requests) == len(theirs.requests) == 1
+
+
+SEPARATORS = "\r\n\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"
+
+
+def test_an_email_alert_whose_run_name_holds_line_separators_is_sent_on_one_line(
+    project, process, eager
+):
+    channel, _ = channels.create_channel(
+        project, channels.ChannelData(name="oncall", kind="email", recipients=["a@example.com"])
+    )
+    rule(project, channel)
+    name = "".join(f"x{sep}" for sep in SEPARATORS) + "end.jsonl"
+    with eager():
+        process(project, looping_trace(8), name=name)
+    [email] = mail.outbox
+    assert email.subject.startswith("[loopboard] Run “x x")
+    assert not any(sep in email.subject for sep in SEPARATORS)
+    assert len(email.message().get("Subject").splitlines()) <= 2  # one header, maybe folded
+    assert Delivery.objects.get().status == "sent"
+
+
+def test_every_send_failure_goes_into_the_delivery_log(project, process, eager, caplog):
+    """An email channel whose recipients were edited in the database to hold a header line:
+    the mail library raises inside the send; the attempt still gets its row, is retried and
+    given up, and the failure is logged."""
+    channel, _ = channels.create_channel(
+        project, channels.ChannelData(name="oncall", kind="email", recipients=["a@example.com"])
+    )
+    Channel.objects.filter(pk=channel.pk).update(recipients=["a@example.com\nBcc: b@example.com"])
+    rule(project, channel)
+    with eager():
+        process(project, looping_trace(8))
+    assert mail.outbox == []
+    rows = list(Delivery.objects.order_by("attempt"))
+    assert [row.attempt for row in rows] == list(range(1, len(rows) + 1)) and len(rows) > 1
+    assert {row.status for row in rows[:-1]} == {"retrying"} and rows[-1].status == "gave_up"
+    assert all(row.error.startswith("ValueError: Header values") for row in rows)
+    assert "could not be sent" in caplog.text
+    test_row = delivery.send_test(Channel.objects.get(pk=channel.pk))
+    assert test_row.status == "failed" and test_row.error.startswith("ValueError: Header values")
