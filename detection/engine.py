@@ -153,7 +153,7 @@ class _Incident:
     """A finding while it is still growing: one loop, escalating from warn to stop."""
 
     __slots__ = (
-        "count", "detector", "fired_at", "mark", "message", "rule", "seqs", "severity",
+        "count", "detector", "fired_at", "last", "mark", "message", "rule", "seqs", "severity",
         "signature", "started_at", "stop_at", "threshold", "tool",
     )  # fmt: skip
 
@@ -164,6 +164,7 @@ class _Incident:
         self.started_at = started_at  # seq of the loop's first iteration
         self.fired_at = fired_at
         self.mark: Totals | None = None  # totals at the first warn
+        self.last: Totals | None = None  # totals at the loop's latest iteration since then
         self.severity = "info"
         self.tool = tool
         self.signature = signature
@@ -237,7 +238,6 @@ class Monitor:
         self._ledger = Ledger()
         self._series: list[tuple[int, float]] = []
         self._stride = 1
-        self._run_mark: Totals | None = None
         self.steps = 0
         self.tool_calls = 0
         self.unknown_args = 0  # calls whose arguments the trace does not carry
@@ -289,18 +289,34 @@ class Monitor:
     def _totals(self) -> Totals:
         return (self.steps, self._tokens, self._cost, self._time)
 
-    def _waste(self, mark: Totals | None) -> Waste:
-        if mark is None:
+    def _waste(self, mark: Totals | None, last: Totals | None) -> Waste:
+        """Return what the steps after ``mark`` up to ``last`` cost (a loop's own waste)."""
+        if mark is None or last is None:
             return Waste()
-        steps, tokens, cost, time = mark
-        seconds = None
-        if time is not None and self._time is not None:
-            seconds = round(max(self._time - time, 0.0), 3)
+        return self._cost_of(((mark, last),))
+
+    def _cost_of(self, spans: Iterable[tuple[Totals, Totals]]) -> Waste:
+        """Add up spans of the run (mark, last), each step once where spans overlap."""
+        steps, tokens, cost, seconds = 0, 0.0, 0.0, 0.0
+        timed = False
+        end: Totals | None = None  # the end of the merged span so far
+        for mark, last in sorted(spans, key=lambda span: span[0][0]):
+            if end is not None and mark[0] < end[0]:
+                if last[0] <= end[0]:
+                    continue  # inside what is counted already
+                mark = end  # overlapping: count from where the last one ended
+            steps += last[0] - mark[0]
+            tokens += last[1] - mark[1]
+            cost += last[2] - mark[2]
+            if mark[3] is not None and last[3] is not None:
+                seconds += max(last[3] - mark[3], 0.0)
+                timed = True
+            end = last
         return Waste(
-            steps=self.steps - steps,
-            tokens=int(self._tokens - tokens) if self._has_tokens else None,
-            cost=round(self._cost - cost, 6) if self._has_cost else None,
-            seconds=seconds,
+            steps=steps,
+            tokens=int(tokens) if self._has_tokens else None,
+            cost=round(cost, 6) if self._has_cost else None,
+            seconds=round(seconds, 3) if timed else None,
         )
 
     def _finding(self, inc: _Incident) -> Finding:
@@ -316,7 +332,7 @@ class Monitor:
             message=inc.message,
             rule=inc.rule,
             stop_at=inc.stop_at,
-            waste=self._waste(inc.mark),
+            waste=self._waste(inc.mark, inc.last),
             started_at=inc.started_at,
         )
 
@@ -352,6 +368,8 @@ class Monitor:
             rises = _RANK[severity] > _RANK[inc.severity]
         inc.count = count
         inc.seqs = seqs
+        if inc.mark is not None:
+            inc.last = self._totals()  # one more iteration of a loop that warned
         if severity != "info":
             self._hit = True
         if not rises:
@@ -361,9 +379,7 @@ class Monitor:
         if severity == "stop":
             inc.stop_at = self._last_seq
         if severity != "info" and inc.mark is None:
-            inc.mark = self._totals()
-            if self._run_mark is None:
-                self._run_mark = inc.mark
+            inc.mark = inc.last = self._totals()
         if self._live:
             self._fired.append(self._finding(inc))
 
@@ -634,7 +650,11 @@ class Monitor:
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,
-            waste=self._waste(self._run_mark),
+            waste=self._cost_of(
+                (inc.mark, inc.last)
+                for inc in self._incidents.values()
+                if inc.mark is not None and inc.last is not None
+            ),
             unknown_args=self.unknown_args,
             unknown_results=self.unknown_results,
         )

@@ -34,9 +34,11 @@ def worst(severities: Any) -> str:
 
 
 class Waste:
-    """What a loop cost: the steps after its first warn, and their tokens, cost and time.
+    """What a loop cost: its own iterations after it first warned, up to its last one.
 
-    tokens/cost/seconds are None when the trace does not record them.
+    The steps from the warn to the loop's last iteration count (those in between belong to
+    the loop); the steps after the agent moved on do not. tokens/cost/seconds are those
+    steps' own, None when the trace does not record them.
     """
 
     __slots__ = ("cost", "seconds", "steps", "tokens")
@@ -96,7 +98,7 @@ class Finding:
         fired_at: int,  # seq of the step where the finding first fired (its first threshold)
         message: str,  # what is repeated, since when, what to do instead (for an agent)
         rule: str,  # the policy row that set the threshold
-        waste: Waste | None = None,  # what it cost after its first warn
+        waste: Waste | None = None,  # its own iterations after its first warn (Waste)
         stop_at: int | None = None,  # seq where it crossed the stop threshold
         started_at: int | None = None,  # seq of the loop's first iteration (default: fired_at)
     ) -> None:
@@ -284,7 +286,7 @@ class Analysis:
     stall_series: tuple[tuple[int, float], ...]  # (seq, stall score so far), <= ~200 points
     steps: int
     tool_calls: int
-    waste: Waste  # after the first warn of the run
+    waste: Waste  # the loops' own waste, each step counted once where loops overlap
     unknown_args: int = 0  # tool calls whose arguments the trace does not carry
     unknown_results: int = 0  # tool calls whose result the trace does not carry
 

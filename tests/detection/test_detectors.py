@@ -436,3 +436,32 @@ def test_finding_to_dict_is_json_ready():
     data = json.loads(json.dumps(finding.to_dict()))
     assert data["seqs"] == [0, 1, 2] and data["rule"] == "defaults"
     assert data["waste"]["steps"] == 0
+
+
+def test_waste_is_the_loop_s_own_iterations_not_what_follows_the_recovery():
+    """A real SWE-agent run fixed its edit on the next try: the fix, the re-run and the
+    submit after it are not the loop's waste."""
+    trace = Trace()
+    for _ in range(6):
+        trace.call("read_file", {"path": "missing.txt"}, "FileNotFoundError", status="error")
+    for index in range(8):  # the agent moved on: other calls, each new
+        trace.call("bash", {"command": f"pytest -k t{index}"}, f"{index} passed")
+    result = analyze(trace.steps)
+    (finding,) = [f for f in result.findings if f.detector == "repeat"]
+    assert finding.fired_at == 2 and finding.seqs[-1] == 5
+    assert finding.waste.steps == 3  # iterations 4, 5 and 6, not the 8 calls after them
+    assert result.waste.steps == 3
+
+
+def test_loops_that_overlap_count_their_steps_once_in_the_run_s_waste():
+    trace = Trace()
+    for tool in "aabababbabbaab":  # two failing calls, interleaved without a cycle
+        trace.call(f"tool_{tool}", {"x": 1}, f"{tool} failed", status="error")
+    result = analyze(trace.steps)
+    flagged = [f for f in result.findings if f.severity != "info"]
+    assert {"tool_a", "tool_b"} <= {f.tool for f in flagged}
+    for finding in flagged:  # each its own iterations after the warn, up to its last
+        if finding.detector in ("repeat", "blocker"):
+            assert finding.waste.steps == finding.seqs[-1] - finding.fired_at
+    spans = [set(range(f.fired_at + 1, f.fired_at + 1 + f.waste.steps)) for f in flagged]
+    assert result.waste.steps == len(set().union(*spans)) < sum(map(len, spans))
