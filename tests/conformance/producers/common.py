@@ -113,17 +113,23 @@ def parse_args(variants: tuple[str, ...] = ()) -> Options:
     )
 
 
+def span_exporter(options: Options):  # noqa: ANN201
+    """Return an OTLP/HTTP (protobuf) span exporter to loopboard's /v1/traces, with the key
+    in the Authorization header."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=f"{options.endpoint}/v1/traces", headers=options.headers)
+
+
 def tracer_provider(options: Options, service: str, **resource: Any):  # noqa: ANN201
     """Return an SDK TracerProvider that exports to loopboard's /v1/traces over OTLP/HTTP
-    (protobuf), in batches, with the key in the Authorization header."""
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    (protobuf), in batches."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": service, **resource}))
-    exporter = OTLPSpanExporter(endpoint=f"{options.endpoint}/v1/traces", headers=options.headers)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(BatchSpanProcessor(span_exporter(options)))
     return provider
 
 
