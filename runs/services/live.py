@@ -112,13 +112,14 @@ def check_next_call(
     """Replay a run's steps (a stored run, or the steps given) through the engine's Monitor
     with the project's policy, then ask whether `tool(args)` would be a loop.
 
-    The answer's message is what the agent should tell its model.
+    The answer's message is what the agent should tell its model; a `stop` message starts
+    with `GUARD_MARK`, as the live check's does.
     """
     monitor = detection.Monitor(policy.engine_policy(project))
     history = storage.iter_steps(run.pk) if run is not None else steps
     for step in history:
         monitor.observe(step)
-    return monitor.check(tool, args)
+    return _marked(monitor.check(tool, args))
 
 
 def live_runs(project: Project):  # type: ignore[no-untyped-def]
@@ -416,16 +417,17 @@ def check_live(
         watch.catch_up(run_id, next_seq)
         answer = watch.monitor.check(tool, args)
         before_seq = watch.seen
-    if answer.verdict == Verdict.STOP:
-        answer = detection.Check(answer.verdict, answer.findings, guard_message(answer.message))
-        if keep:
-            _keep_stopped(run_id, before_seq, tool, args, answer)
+    answer = _marked(answer)
+    if answer.verdict == Verdict.STOP and keep:
+        _keep_stopped(run_id, before_seq, tool, args, answer)
     return answer
 
 
-def guard_message(message: str) -> str:
-    """A stop answer's message, marked as the guard's own words (`GUARD_MARK`)."""
-    return message if message.startswith(GUARD_MARK) else f"{GUARD_MARK} {message}"
+def _marked(answer: detection.Check) -> detection.Check:
+    """The engine's answer, a `stop` message marked as the guard's own words (`GUARD_MARK`)."""
+    if answer.verdict != Verdict.STOP or answer.message.startswith(GUARD_MARK):
+        return answer
+    return detection.Check(answer.verdict, answer.findings, f"{GUARD_MARK} {answer.message}")
 
 
 # One row per point of the run and tool: asking again there counts, racing asks included.
