@@ -78,6 +78,23 @@ def test_an_unreachable_server_is_a_tool_error_not_a_crash():
     assert error and "did not answer" in text
 
 
+def test_a_server_that_trickles_is_cut_off_at_the_overall_deadline():
+    import time
+
+    from tests.cli.test_hook_install import Trickle
+
+    trickle = Trickle()  # a real local server answering one byte a second
+    try:
+        server = build_server(trickle.url, "lb_x", timeout=1.0)
+        started = time.monotonic()
+        error, text = call(server, "check_next_call", {"tool": "x", "session_id": "s"})
+        elapsed = time.monotonic() - started
+    finally:
+        trickle.close()
+    assert error and "did not answer within 1 s" in text
+    assert elapsed < 3, elapsed  # one deadline, not one per byte read
+
+
 def test_loopboard_mcp_serves_its_tools_over_stdio(tmp_path):
     params = StdioServerParameters(
         command=str(Path(sys.executable).parent / "loopboard"),
