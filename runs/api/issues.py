@@ -12,8 +12,8 @@ from ninja import Path, Query, Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from ..models import ApiKey, LoopIssue
-from ..services import issues
+from ..models import LoopIssue
+from ..services import access, issues
 from .router import BODY_ERRORS, ERRORS, MAX_ID, ApiKeyAuth, RunPages
 from .schemas import IssueDetailOut, IssueOut, IssueStateIn
 
@@ -60,7 +60,7 @@ def get_issue(request: HttpRequest, issue_id: int = ISSUE_ID):
 def set_issue_state(request: HttpRequest, payload: IssueStateIn, issue_id: int = ISSUE_ID):
     """Resolve an issue (optionally in a version: a finding from a later version makes it
     regressed), ignore it (it stays quiet) or reopen it. Needs an admin key."""
-    request.auth.require(ApiKey.Scope.ADMIN, "changing an issue's state")
+    request.auth.require(access.ISSUE_STATE_SCOPE, "changing an issue's state")
     issue = _issue(request, issue_id)
     try:
         issue = issues.set_state(issue, payload.state, version=payload.resolved_in_version)

@@ -23,7 +23,8 @@ from django.conf import settings
 from django.core.validators import EmailValidator, ValidationError
 from django.db import transaction
 
-from ..models import Channel, Membership, Project
+from ..models import Channel, Project
+from . import access
 
 SLACK_HOST = "hooks.slack.com"
 MAX_RECIPIENTS = 20
@@ -47,12 +48,8 @@ class ChannelData:
 
 
 def can_manage(user, project: Project) -> bool:
-    """Whether the user may change the project's channels and rules: its owners and staff."""
-    if not user.is_authenticated:
-        return False
-    if user.is_staff:
-        return project.memberships.filter(user=user).exists()
-    return project.memberships.filter(user=user, role=Membership.Role.OWNER).exists()
+    """Whether the user may change the project's channels and rules: its admins."""
+    return access.is_project_admin(user, project)
 
 
 def _fernet() -> Fernet:

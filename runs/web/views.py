@@ -760,6 +760,8 @@ def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
         try:
             if not form.is_valid():
                 raise issues.StateError("choose resolve, ignore or reopen")
+            if not access.may_change_issue_state(request.user, issue.project):
+                raise PermissionDenied("only the project's owners resolve, ignore or reopen")
             data = form.cleaned_data
             issues.set_state(issue, data["action"], user=request.user, version=data["version"])
             return redirect(issue.get_absolute_url())

@@ -190,3 +190,42 @@ def test_the_admin_lists_issues_and_its_actions_set_the_state(client_in, user, t
     search.refresh_from_db()
     write.refresh_from_db()
     assert (search.state, search.state_changed_by, write.state) == ("ignored", user, "open")
+
+
+def test_issue_state_changes_need_the_same_role_on_the_web_page_and_the_api(
+    client, project, two_issues
+):
+    """A plain member can see an issue but not resolve, ignore or reopen it, as a key below
+    admin cannot through the API; an owner and an admin key can."""
+    from django.contrib.auth import get_user_model
+
+    from runs.models import ApiKey, Membership
+
+    search, _ = two_issues
+    member = get_user_model().objects.create_user("bob", password="pw-bob-123")
+    Membership.objects.create(project=project, user=member, role=Membership.Role.MEMBER)
+    url = reverse("runs:issue", args=[search.pk])
+    client.force_login(member)
+    assert client.get(url).status_code == 200
+    for action in ("resolve", "ignore", "reopen"):
+        assert client.post(url, {"action": action}).status_code == 403
+    api_url = f"/api/issues/{search.pk}"
+    ingest_key = ApiKey.issue(project, "ci", scope=ApiKey.Scope.INGEST)[1]
+    refused = client.patch(
+        api_url, {"state": "resolved"}, content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {ingest_key}",
+    )  # fmt: skip
+    assert refused.status_code == 403
+    search.refresh_from_db()
+    assert search.state == "open"
+    owner = Membership.objects.get(project=project, role=Membership.Role.OWNER).user
+    client.force_login(owner)
+    assert client.post(url, {"action": "ignore"}).status_code == 302
+    admin_key = ApiKey.issue(project, "ops", scope=ApiKey.Scope.ADMIN)[1]
+    answer = client.patch(
+        api_url, {"state": "open"}, content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {admin_key}",
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.content
+    search.refresh_from_db()
+    assert search.state == "open"
