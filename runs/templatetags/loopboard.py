@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django import template
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
 
 from detection import catalogue
 
@@ -57,3 +63,27 @@ def tokens(value) -> str:
 def detector_title(detector: str) -> str:
     """Return a detector's plain-words title."""
     return catalogue.title(str(detector))
+
+
+@register.filter
+def ago(moment) -> str:
+    """Return how long ago a time was: 'just now' under a minute, else '3 minutes ago'."""
+    if moment is None:
+        return ""
+    if timezone.now() - moment < timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"
+
+
+@register.filter
+def code_spans(text: str) -> SafeString:
+    """Return a text (an issue title) as HTML: its `backticked` names as code, all escaped."""
+    parts = str(text or "").split("`")
+    return format_html_join(
+        "",
+        "{}",
+        (
+            (format_html("<code>{}</code>", part) if i % 2 else part,)
+            for i, part in enumerate(parts)
+        ),
+    )

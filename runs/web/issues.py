@@ -9,13 +9,13 @@ from urllib.parse import urlencode
 from django.core.paginator import Paginator
 from django.http import QueryDict
 from django.utils import timezone
-from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 import detection
 
 from ..models import LoopIssue
 from ..services import access, issues
+from ..templatetags.loopboard import code_spans
 from . import charts
 
 ISSUES_PER_PAGE = 50
@@ -117,15 +117,7 @@ def detail_context(issue: LoopIssue, page_number: str | None) -> dict:
 
 def title_html(title: str) -> SafeString:
     """Return an issue title as HTML: its `backticked` names as code, everything escaped."""
-    parts = title.split("`")
-    return format_html_join(
-        "",
-        "{}",
-        (
-            (format_html("<code>{}</code>", part) if i % 2 else part,)
-            for i, part in enumerate(parts)
-        ),
-    )
+    return code_spans(title)
 
 
 def _per_day(counts: dict[date, int], since: date, until: date) -> list[tuple[date, int]]:

@@ -58,7 +58,7 @@ def _node(value: Any, budget: _Budget, full: bool, depth: int) -> str:
             '<summary>{}<span class="json__count">{} {}</span></summary>',
             opening,
             len(pairs),
-            "keys" if isinstance(value, dict) else "items",
+            ("key" if isinstance(value, dict) else "item") + ("" if len(pairs) == 1 else "s"),
         )
         is_open = " open" if depth < 3 else ""
         return f'<details class="json__box"{is_open}>{summary}<ul>{"".join(parts)}</ul>{closing}</details>'

@@ -104,6 +104,23 @@ def _read_by_notice(read_by: object) -> str:
     )[:400]
 
 
+def _unknowns_notice(run: Run) -> dict | None:
+    """What the run page says when calls had no arguments or results in the trace."""
+    unknowns = summary.unknowns_of(run)
+    if not unknowns.any:
+        return None
+    parts = [
+        f"{unknowns.share(count)}% of the calls have no {what} in the trace"
+        for count, what in ((unknowns.args, "arguments"), (unknowns.results, "result"))
+        if count
+    ]
+    return {
+        "text": " and ".join(parts),
+        "names_only": unknowns.names_only,
+        "hints": summary.capture_hints_of(run),
+    }
+
+
 def run_header_context(run: Run, all_findings: bool = False) -> dict:
     """Return what the run page header and tabs need (the first findings, or all)."""
     findings = list(run.findings.all()[: None if all_findings else FINDINGS_SHOWN + 1])
@@ -128,6 +145,7 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
             if meta.get(key) not in (None, "", [], {})
         ],
         "read_by": _read_by_notice(meta.get("read_by")),
+        "unknowns": _unknowns_notice(run),
         "stall_chart": charts.stall_chart(
             summary.stall_series_of(run),
             steps=run.step_count,
@@ -546,10 +564,16 @@ def create_key(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         row, key = api_keys.create_key(project, name, user=request.user, scope=scope)
     except PermissionError as exc:
-        messages.error(request, f"{exc}.")
+        messages.error(request, sentence(str(exc)))
     else:
         request.session["new_api_key"] = {"name": row.name, "key": key, "scope": row.scope}
     return redirect("runs:project_settings", slug=project.slug)
+
+
+def sentence(text: str) -> str:
+    """End a message with one period: error texts that already end a sentence keep theirs."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
 
 
 @require_POST
@@ -583,14 +607,14 @@ def alert_channel_create(request: HttpRequest, slug: str) -> HttpResponse:
     form = alerts_page.ChannelForm(request.POST, prefix="channel")
     if not form.is_valid():
         errors = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
-        messages.error(request, f"Channel not added: {errors}.")
+        messages.error(request, sentence(f"Channel not added: {errors}"))
         return _to_settings(project, "alert-channels")
     try:
         channel, secret = channel_service.create_channel(
             project, form.data_for_service(), user=request.user
         )
     except channel_service.ChannelInvalid as exc:
-        messages.error(request, f"Channel not added: {exc}.")
+        messages.error(request, sentence(f"Channel not added: {exc}"))
     else:
         if secret and not form.cleaned_data["secret"]:
             request.session["new_channel_secret"] = {"name": channel.name, "secret": secret}
@@ -666,7 +690,7 @@ def project_timezone(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         digest.set_timezone(project, request.POST.get("timezone", ""))
     except digest.TimezoneInvalid as exc:
-        messages.error(request, f"Time zone not changed: {exc}.")
+        messages.error(request, sentence(f"Time zone not changed: {exc}"))
     else:
         messages.success(request, f"Time zone set to {project.timezone}.")
     return _to_settings(project, "alert-rules")

@@ -53,3 +53,79 @@ def test_a_stopped_call_names_and_links_the_step_it_came_after(api, client_in):
     assert links == [("2", "2", "2")]
     steps = set(Run.objects.get(pk=run_id).steps.values_list("seq", flat=True))
     assert {int(seq) for link in links for seq in link} <= steps
+
+
+def test_the_step_diff_says_the_previous_call_was_the_step_just_before(client_in, project, process):
+    from tests.helpers import call, native_jsonl
+
+    same = call("web_search", {"q": "x"}, {"hits": []})
+    run = process(project, native_jsonl(same, same)).runs.get()
+    html = client_in.get(f"/runs/{run.pk}/steps/1/").content.decode()
+    assert "What changed since #0" in html
+    assert "the step just before" in html and "0 steps" not in html
+
+    apart = [same, call("read", {"p": 1}, "a"), call("read", {"p": 2}, "b"), same]
+    run = process(project, native_jsonl(*apart), name="apart.jsonl").runs.get()
+    html = client_in.get(f"/runs/{run.pk}/steps/3/").content.decode()
+    assert "2 steps in between" in html
+
+
+def test_a_json_box_counts_one_key_and_one_item_in_the_singular():
+    from runs.web.stepview import json_html
+
+    html = str(json_html({"only": [1]}))
+    assert "1 key<" in html and "1 item<" in html and "1 keys" not in html
+    assert "2 keys<" in str(json_html({"a": 1, "b": 2}))
+
+
+def test_a_label_made_a_moment_ago_says_just_now():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from runs.templatetags.loopboard import ago
+
+    assert ago(timezone.now()) == "just now"
+    assert ago(timezone.now() - timedelta(minutes=3)) == "3\xa0minutes ago"
+
+
+def test_an_error_message_ends_with_one_period(client_in, project):
+    response = client_in.post(
+        f"/projects/{project.slug}/settings/channels/",
+        {"channel-name": "x", "channel-kind": "webhook", "channel-url": "ftp://nowhere"},
+        follow=True,
+    )
+    text = [str(m) for m in response.context["messages"]]
+    assert len(text) == 1 and text[0].startswith("Channel not added"), text
+    assert text[0].endswith(".") and not text[0].endswith(".."), text
+
+
+def test_a_policy_change_is_summed_up_in_words_not_python():
+    from runs.services import policy
+
+    text = policy.describe(
+        {"defaults": {"warn": 3}, "tools": {"a": {"warn": 2}}},
+        {"defaults": {"warn": 4}, "tools": {"a": {"polling": True}, "b": {"stop": 9, "warn": 7}}},
+    )
+    assert text.splitlines() == [
+        "defaults.warn: 3 → 4",
+        "a: warn 2 → polling yes",
+        "added tool row b: warn 7, stop 9",
+    ]
+
+
+def test_backticked_names_in_a_title_are_code_not_backticks():
+    from runs.templatetags.loopboard import code_spans
+
+    assert str(code_spans("`read_file` goes <back>")) == "<code>read_file</code> goes &lt;back&gt;"
+
+
+def test_a_finding_message_says_at_which_step_it_was_true(client_in, project, process):
+    """A band of six calls (×6) and a message written at the stop, five calls in."""
+    from tests.helpers import looping_trace
+
+    run = process(project, looping_trace(6)).runs.get()
+    finding = run.findings.get(severity="stop")
+    html = client_in.get(f"/runs/{run.pk}/").content.decode()
+    assert f"At #{finding.stop_at}:</span> {finding.message[:40]}" in html
+    assert "×6" in html and "5 times" in finding.message
