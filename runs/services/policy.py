@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 import detection
 
 from ..models import PolicyChange, Project, Run, ToolPolicy
-from . import queue, storage
+from . import queue
 
 INT_LIMIT = 2**31 - 1  # what a ToolPolicy integer column holds
 TOOL_PATTERN_CHARS = 200
@@ -44,36 +44,12 @@ def validate(data: Any) -> dict:
             raise ValueError(
                 f"tools: a tool name or glob must be 1 to {TOOL_PATTERN_CHARS} characters: {tool!r}"
             )
-        if _unstorable(tool):
-            raise ValueError(
-                f"tools: a tool name or glob holds a NUL or a lone surrogate: {tool!r}"
-            )
         tables.append((f'tools."{tool}"', table))
     for where, table in tables:
         _check_bounds(where, table)
-        _check_text(where, table)
         for name, sub in (table.get("detectors") or {}).items():
             _check_bounds(f"{where}.detectors.{name}", sub)
     return canonical
-
-
-def _unstorable(text: str) -> bool:
-    """Whether PostgreSQL cannot hold this text as it is (a NUL, a lone surrogate)."""
-    return storage.clean_text(text) != text
-
-
-def _check_text(where: str, value: Any) -> None:
-    """Raise ValueError naming the first key or string under `where` PostgreSQL cannot hold."""
-    if isinstance(value, str) and _unstorable(value):
-        raise ValueError(f"{where}: holds a NUL or a lone surrogate: {value!r}")
-    if isinstance(value, dict):
-        for key, sub in value.items():
-            if isinstance(key, str) and _unstorable(key):
-                raise ValueError(f"{where}: a key holds a NUL or a lone surrogate: {key!r}")
-            _check_text(f"{where}.{key}", sub)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _check_text(where, item)
 
 
 def _check_bounds(where: str, table: dict) -> None:
@@ -189,21 +165,43 @@ def changed_patterns(before: dict, after: dict) -> set[str] | None:
 
 
 def describe(before: dict, after: dict) -> str:
-    """Return a one-line-per-change summary of a policy change."""
+    """Return a one-line-per-change summary of a policy change, in words a person reads
+    ("defaults.warn: 3 → 4", "added tool row b: warn 7, stop 9")."""
     lines = []
     for key in sorted(before.get("defaults", {}).keys() | after.get("defaults", {}).keys()):
         a, b = before.get("defaults", {}).get(key), after.get("defaults", {}).get(key)
         if a != b:
-            lines.append(f"defaults.{key}: {a!r} → {b!r}")
+            lines.append(f"defaults.{key}: {_value_text(a)} → {_value_text(b)}")
     old, new = before.get("tools", {}), after.get("tools", {})
     for tool in sorted(old.keys() | new.keys()):
         if tool not in new:
             lines.append(f"removed tool row {tool}")
         elif tool not in old:
-            lines.append(f"added tool row {tool}: {new[tool]}")
+            lines.append(f"added tool row {tool}: {_row_text(new[tool])}")
         elif old[tool] != new[tool]:
-            lines.append(f"{tool}: {old[tool]} → {new[tool]}")
+            lines.append(f"{tool}: {_row_text(old[tool])} → {_row_text(new[tool])}")
     return "\n".join(lines)
+
+
+def _value_text(value: Any) -> str:
+    """One setting's value as the Tuning page shows it: unset, yes/no, a list, a number."""
+    if value is None or value == "" or value == [] or value == {}:
+        return "unset"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{key} {_value_text(sub)}" for key, sub in value.items())
+    return str(value)
+
+
+def _row_text(values: dict) -> str:
+    """A tool row's settings in the form's order, e.g. "warn 7, stop 9, polling yes"."""
+    order = ["warn", "stop", "max_repeats", "quota", "polling", "mutating"]
+    keys = [k for k in order if k in values] + sorted(k for k in values if k not in order)
+    shown = [f"{key.replace('_', ' ')} {_value_text(values[key])}" for key in keys]
+    return ", ".join(shown) or "no settings"
 
 
 def save_policy(project: Project, policy: dict, user) -> PolicyChange:
