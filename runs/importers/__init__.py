@@ -31,6 +31,7 @@ from . import (
     codex,
     copilot_cli,
     cursor,
+    envelopes,
     gemini,
     generic,
     hook_logs,
@@ -48,9 +49,9 @@ from . import (
     tau2,
     tree_json,
 )
-from .detect import Claim, Sample, Verdict, from_sniff, judge, sample_of
+from .detect import Claim, Sample, Verdict, deep_sample, from_sniff, judge, sample_of
 from .errors import TraceError
-from .reading import DEFAULT_LIMITS, HEAD_BYTES, Limits
+from .reading import DEFAULT_LIMITS, HEAD_BYTES, Limits, as_utf8, encoding_problem
 
 __all__ = [
     "IMPORTERS",
@@ -139,7 +140,8 @@ def open_trace(
     source: str = "",
     limits: Limits = DEFAULT_LIMITS,
 ) -> tuple[io.BufferedReader, bytes]:
-    """Return a buffered binary stream over the (gunzipped) trace and its first bytes."""
+    """Return a buffered binary stream over the (gunzipped) trace, as UTF-8 without a
+    byte-order mark (`reading.as_utf8`), and its first bytes."""
     if isinstance(data, bytes):
         raw: IO[bytes] = io.BytesIO(data)
     elif isinstance(data, str | os.PathLike):
@@ -151,10 +153,11 @@ def open_trace(
         stream = io.BufferedReader(gzip.GzipFile(fileobj=stream, mode="rb"))  # type: ignore[arg-type]
     limited = io.BufferedReader(_LimitedReader(stream, limits.max_bytes, source), HEAD_BYTES)
     try:
-        head = limited.peek(HEAD_BYTES)[:HEAD_BYTES]
+        text = as_utf8(limited, source=source)
+        head = text.peek(HEAD_BYTES)[:HEAD_BYTES]  # type: ignore[attr-defined]
     except (OSError, EOFError) as exc:  # bad gzip
         raise TraceError(f"cannot decompress: {exc}", source=source) from None
-    return limited, head
+    return text, head  # type: ignore[return-value]
 
 
 def _claimant(importer: Importer):  # type: ignore[no-untyped-def]
@@ -164,6 +167,9 @@ def _claimant(importer: Importer):  # type: ignore[no-untyped-def]
 
 CLAIMANTS = {name: _claimant(importer) for name, importer in IMPORTERS.items()}
 HEURISTIC = {"generic"}  # offered by name only, never chosen by detection
+# A claim below this is only a general shape: a big document is judged past its head too,
+# and records wrapped by another tool are unwrapped, when either claims more.
+DEEP_BELOW = 0.5
 
 
 def explain_format(head: bytes) -> Verdict:
@@ -188,7 +194,95 @@ def detect_format(head: bytes, *, source: str = "") -> str:
             hint = f"--format generic would read it heuristically ({generic.reason})"
         else:
             hint += f"; --format generic cannot read it either ({generic.reason})"
+    problem = encoding_problem(head)
+    if problem is not None:
+        raise TraceError(f"{problem}: save it as UTF-8", source=source)
     raise TraceError(f"unknown trace format. Tried {reasons}. {hint}", source=source, line=1)
+
+
+class _Unclosed(io.RawIOBase):
+    """The caller's stream, read through a view whose closing leaves it open (a buffered
+    reader over it closes its view when it goes)."""
+
+    def __init__(self, inner: IO[bytes]) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _second_pass(data: bytes | IO[bytes] | str | os.PathLike):  # type: ignore[no-untyped-def]
+    """Return what to open the trace from, and a function that gives it again from its
+    start for a second pass (None when a stream that does not seek cannot be read twice).
+    A caller's stream is read through views that leave it open."""
+    if isinstance(data, bytes | str | os.PathLike):
+        return data, lambda: data
+    if not data.seekable():
+        return data, None
+    start = data.tell()
+
+    def again() -> IO[bytes]:
+        data.seek(start)
+        return _Unclosed(data)  # type: ignore[return-value]
+
+    return _Unclosed(data), again
+
+
+def choose_format(
+    stream: io.BufferedReader,
+    head: bytes,
+    *,
+    source: str,
+    limits: Limits = DEFAULT_LIMITS,
+    reopen=None,  # type: ignore[no-untyped-def]
+    owned: bool = True,
+) -> tuple[str, io.BufferedReader]:
+    """Return the format of a trace and the stream its importer reads.
+
+    The head decides unless it holds only part of a JSON document and no format claims more
+    than a general shape (DEEP_BELOW). Then the document's outline is judged too
+    (`detect.deep_sample`, a second pass through `reopen()`, the trace from its start; when
+    not `owned`, that pass moved the caller's stream and the import reads it again), and the
+    better claim wins. When still no format claims more than a general shape, records
+    another tool wrapped are unwrapped (`envelopes`) and what is inside is detected; when it
+    claims more, its importer reads the unwrapped stream. A file nothing claims fails with
+    `detect_format`'s error.
+    """
+    sample = sample_of(head)
+    if sample.layout == "empty":
+        raise TraceError("empty file", source=source)
+    claimants = {k: v for k, v in CLAIMANTS.items() if k not in HEURISTIC}
+    best = judge(sample, claimants).best
+    shallow = best is None or best[1].score < DEEP_BELOW
+    if shallow and not sample.complete and sample.layout == "json" and reopen is not None:
+        again, _ = open_trace(reopen(), source=source, limits=limits)
+        try:
+            deep = deep_sample(again, head)
+        finally:
+            if owned:
+                again.close()
+        if deep is not None:
+            deeper = judge(deep, claimants).best
+            if deeper is not None and (best is None or deeper[1].score > best[1].score):
+                best, sample = deeper, deep
+            elif best is None:
+                sample = deep
+        if not owned:
+            stream, _ = open_trace(reopen(), source=source, limits=limits)
+    envelope = envelopes.find(sample) if best is None or best[1].score < DEEP_BELOW else None
+    inner = envelope.inner_sample(sample) if envelope is not None else None
+    if envelope is not None and inner is not None:
+        found = judge(inner, claimants).best
+        if found is not None and (best is None or found[1].score > best[1].score):
+            return found[0], envelope.open(stream, source=source, limits=limits)
+    if best is not None:
+        return best[0], stream
+    return detect_format(head, source=source), stream
 
 
 def iter_runs(
@@ -201,9 +295,13 @@ def iter_runs(
     """Yield the runs of one trace file, detecting its format unless one is given."""
     if not source and isinstance(data, str | os.PathLike):
         source = os.fspath(data)
-    stream, head = open_trace(data, source=source, limits=limits)
+    opened, reopen = _second_pass(data)
+    stream, head = open_trace(opened, source=source, limits=limits)
     if format is None:
-        format = detect_format(head, source=source)
+        owned = isinstance(data, bytes | str | os.PathLike)
+        format, stream = choose_format(
+            stream, head, source=source, limits=limits, reopen=reopen, owned=owned
+        )
     elif format not in IMPORTERS:
         raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}", source=source)
     try:

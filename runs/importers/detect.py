@@ -16,19 +16,30 @@ Scores, by convention:
 Importers weigh what fraction of the records fit (`share`), after leaving out the metadata
 records that tools put first or between turns (a Claude Code `file-history-snapshot`, a
 Gemini metadata line), so a file is not judged by its first line alone.
+
+A JSON document bigger than the head may keep its evidence for later (a tau2 `simulations`
+list after hundreds of KB of `info`; a first message over 64 KiB). `deep_sample` streams the
+whole document and keeps its outline: every key, the first members of each list, the start of
+each string (`thin`), so the claims judge what comes late too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-from .reading import BOM, HEAD_BYTES, partial_json
+from .reading import BOM, HEAD_BYTES, PARSE_BYTES, DepthGuard, partial_json, skip_value
 
 MAX_RECORDS = 200
 GOOD_ENOUGH = 0.2  # a claim below this is not taken on its own
+# The outline of a document past the head (deep_sample): what of it is kept
+DEEP_SCAN_BYTES = 256 * 1024 * 1024  # read no further than this
+DEEP_LIST_ITEMS = 5  # the first members of a list inside the document
+DEEP_MAP_KEYS = 1000  # the first keys of one object
+DEEP_STRING_CHARS = 4096  # the start of a string
+DEEP_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,87 @@ def sample_of(head: bytes, *, complete: bool | None = None) -> Sample:
             long_line = not whole and b"\n" not in body.rstrip()
             return Sample(head, "json", items, document, text, whole, long_line)
     return Sample(head, "text", text=text, complete=whole)
+
+
+def deep_sample(stream: IO[bytes], head: bytes) -> Sample | None:
+    """Read a whole JSON document (or a JSONL file whose first line runs past the head) and
+    return a Sample of its outline (see `thin`), or None when it is not one or does not parse
+    as far as its head showed. Reads no further than DEEP_SCAN_BYTES; a document cut there (or
+    truncated) keeps what was read."""
+    import ijson
+
+    reader = DepthGuard(_Capped(stream, DEEP_SCAN_BYTES), source="", max_depth=DEEP_DEPTH + 16)
+    events = ijson.basic_parse(reader, use_float=True, multiple_values=True, buf_size=PARSE_BYTES)
+    events = _until_error(events)
+    values: list[Any] = []
+    for event, value in events:
+        values.append(thin(event, value, events, 1, MAX_RECORDS))
+        if len(values) >= MAX_RECORDS:
+            break
+    if not values or not isinstance(values[0], dict | list):
+        return None
+    text = head.lstrip(BOM + b" \t\r\n")[:HEAD_BYTES].decode("utf-8", "replace")
+    if len(values) > 1:  # JSONL whose first record is longer than the head
+        return Sample(head, "jsonl", records=values, text=text, complete=False)
+    document = values[0]
+    items = document[:MAX_RECORDS] if isinstance(document, list) else [document]
+    return Sample(head, "json", items, document, text, complete=False)
+
+
+def thin(event: str, value: Any, events: Iterator[tuple[str, Any]], depth: int, items: int) -> Any:
+    """Build the outline of the JSON value that starts with this ijson event: objects keep
+    their first DEEP_MAP_KEYS keys, lists their first `items` members (DEEP_LIST_ITEMS further
+    in), strings their first DEEP_STRING_CHARS characters; deeper than DEEP_DEPTH is None."""
+    if event == "string":
+        return value[:DEEP_STRING_CHARS]
+    if event not in ("start_map", "start_array"):
+        return value
+    if depth > DEEP_DEPTH:
+        skip_value(event, events)
+        return None
+    if event == "start_map":
+        built: dict[str, Any] = {}
+        for event, key in events:
+            if event == "end_map":
+                break
+            event, value = next(events, (None, None))
+            if event is None:
+                break
+            if len(built) < DEEP_MAP_KEYS:
+                built[key] = thin(event, value, events, depth + 1, DEEP_LIST_ITEMS)
+            else:
+                skip_value(event, events)
+        return built
+    members: list[Any] = []
+    for event, value in events:
+        if event == "end_array":
+            break
+        if len(members) < items:
+            members.append(thin(event, value, events, depth + 1, DEEP_LIST_ITEMS))
+        else:
+            skip_value(event, events)
+    return members
+
+
+def _until_error(events: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """The events until the parser stops (the end, a cut, a syntax or nesting error)."""
+    try:
+        yield from events
+    except Exception:  # noqa: BLE001 - what was read before the error is the outline
+        return
+
+
+class _Capped:
+    """A file-like view of a stream that ends after `limit` bytes."""
+
+    def __init__(self, inner: IO[bytes], limit: int) -> None:
+        self.inner, self.left = inner, limit
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size < 0 else min(size, self.left)
+        data = self.inner.read(size) if size > 0 else b""
+        self.left -= len(data)
+        return data
 
 
 def _jsonl_records(body: bytes, whole: bool) -> list[Any] | None:

@@ -7,13 +7,17 @@ Every importer reads through this module, so one rule holds for all of them:
   what a format's own wrappers add); deeper input is refused with the limit in the message;
 - values inside (arguments, results) deeper than max_depth are cut with a marker by
   `clip_json`, strings longer than max_value_chars by `clip_strings`;
-- a bad JSONL line is skipped and counted (`Skips`), a bad document fails with its line.
+- a bad JSONL line is skipped and counted (`Skips`), a bad document fails with its line;
+- text is UTF-8: a UTF-8 byte-order mark is dropped and UTF-16 with a byte-order mark is
+  turned into UTF-8 as it is read (`as_utf8`); another encoding fails with what it is.
 
 Plain Python: no Django import, so `loopboard scan` and the benchmarks use it too.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import re
 from array import array
@@ -25,9 +29,15 @@ from typing import IO, Any
 from .errors import Skips, TraceError
 
 HEAD_BYTES = 64 * 1024  # what sniffers see of a file
+# ijson's read sizes. yajl scans a token that spans reads again on each read, so a long
+# string costs (its length / read size) scans of itself; a bigger read holds more at once.
+READ_BYTES = 256 * 1024  # reading a document
+PARSE_BYTES = 1024 * 1024  # detection's outline of one (builds little)
 WRAPPER_DEPTH = 16  # nesting a format's own wrappers may add on top of Limits.max_depth
 DEEP_MARK = "…[nested deeper than {limit} levels, cut]"
 BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+UTF32_BOMS = (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,8 +208,8 @@ class JsonlReader:
 
 # --- whole JSON documents
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+# possessive: a string still open at the chunk's end fails in one pass, without backtracking
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', re.S)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEPS = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")
 
@@ -209,6 +219,18 @@ def _odd_backslashes_before(data: bytes, end: int, floor: int = 0) -> bool:
     while start > floor and data[start - 1] == 0x5C:
         start -= 1
     return (end - start) % 2 == 1
+
+
+def _string_end(data: bytes, pos: int) -> int:
+    """Return where the string that runs on at pos ends (after its closing quote), or -1
+    when it goes on past the chunk (found with bytes.find: a long string costs no regex)."""
+    while True:
+        quote = data.find(b'"', pos)
+        if quote < 0:
+            return -1
+        if not _odd_backslashes_before(data, quote, pos):
+            return quote + 1
+        pos = quote + 1
 
 
 def _last_unescaped_quote(data: bytes, start: int) -> int:
@@ -249,11 +271,11 @@ class DepthGuard:
         pos = 0
         if self.in_string:
             pos = 1 if self.escape else 0
-            match = _STRING_REST.match(data, pos)
-            if match is None:  # the whole chunk is inside one string
+            end = _string_end(data, pos)
+            if end < 0:  # the whole chunk is inside one string
                 self.escape = _odd_backslashes_before(data, len(data), pos)
                 return
-            pos, self.in_string, self.escape = match.end(), False, False
+            pos, self.in_string, self.escape = end, False, False
         outside = _STRING.sub(b"", data[pos:] if pos else data)
         quote = outside.find(b'"')
         if quote >= 0:  # a string runs on into the next chunk
@@ -326,7 +348,9 @@ def iter_document(
     depth = document_depth(limits) if max_depth is None else max_depth
     reader = DepthGuard(stream, source=source, max_depth=depth)
     try:
-        yield from ijson.items(reader, prefix, multiple_values=multiple_values, use_float=True)
+        yield from ijson.items(
+            reader, prefix, multiple_values=multiple_values, use_float=True, buf_size=READ_BYTES
+        )
     except ijson.JSONError as exc:
         raise reader.error(exc) from None
 
@@ -366,7 +390,7 @@ def iter_members(
 
     depth = document_depth(limits) if max_depth is None else max_depth
     reader = DepthGuard(stream, source=source, max_depth=depth)
-    events = ijson.basic_parse(reader, use_float=True)
+    events = ijson.basic_parse(reader, use_float=True, buf_size=READ_BYTES)
     arrays = arrays or {}
     try:
         event, _ = next(events, (None, None))
@@ -439,6 +463,108 @@ def skip_value(event: str, events: Iterator[tuple[str, Any]]) -> None:
             level -= 1
             if level == 0:
                 return
+
+
+# --- text encodings
+
+
+class Utf16Reader(io.RawIOBase):
+    """Read a UTF-16 stream (its byte-order mark already read) as UTF-8, a block at a time.
+
+    A byte sequence that is not UTF-16 (a lone surrogate, an odd byte at the end) fails with a
+    TraceError that names the encoding and the byte offset."""
+
+    BLOCK = 64 * 1024
+
+    def __init__(self, inner: IO[bytes], encoding: str, *, source: str) -> None:
+        self.inner, self.encoding, self.source = inner, encoding, source
+        self.decoder = codecs.getincrementaldecoder(encoding)("strict")
+        self.pending = b""
+        self.offset = 2  # bytes of the file decoded so far (after the byte-order mark)
+        self.done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        """Fill the buffer as far as the file goes (so a peek sees a whole head)."""
+        filled = 0
+        while filled < len(buffer):
+            size = self._readinto(memoryview(buffer)[filled:])
+            if not size:
+                break
+            filled += size
+        return filled
+
+    def _readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        while not self.pending and not self.done:
+            data = self.inner.read(self.BLOCK)
+            self.done = not data
+            try:
+                text = self.decoder.decode(data, final=self.done)
+            except UnicodeDecodeError as exc:
+                where = self.offset + exc.start
+                raise TraceError(
+                    f"invalid {self.encoding.upper()} text at byte {where} ({exc.reason})",
+                    source=self.source,
+                ) from None
+            self.offset += len(data)
+            self.pending = text.encode("utf-8")
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
+
+
+def as_utf8(stream: IO[bytes], *, source: str) -> IO[bytes]:
+    """Return a peekable stream of the file's text as UTF-8 without a byte-order mark.
+
+    A UTF-8 byte-order mark is read past; UTF-16 LE or BE with one is converted while it is
+    read; UTF-32 (by its byte-order mark) fails with a TraceError that says so. Anything else
+    is passed on as it is: UTF-8 is checked where it is parsed.
+    """
+    start = stream.peek(4)[:4]  # type: ignore[attr-defined]
+    if start.startswith(UTF32_BOMS):
+        raise TraceError(
+            "the file is UTF-32 text (by its byte-order mark): save it as UTF-8", source=source
+        )
+    if start.startswith(BOM):
+        stream.read(len(BOM))
+        return stream
+    encoding = UTF16_BOMS.get(start[:2])
+    if encoding is None:
+        return stream
+    stream.read(2)
+    return io.BufferedReader(Utf16Reader(stream, encoding, source=source), HEAD_BYTES)
+
+
+def encoding_problem(head: bytes) -> str | None:
+    """Say why the first bytes of a file are not readable text, or None when they are UTF-8.
+
+    UTF-16 without a byte-order mark shows as NUL bytes between the characters; another
+    8-bit encoding (Latin-1, Windows-1252) as a byte that is not UTF-8.
+    """
+    sample = head[:4096]
+    if not sample:
+        return None
+    nul = sample.count(0)
+    if nul * 4 >= len(sample):
+        even, odd = sample[0::2].count(0), sample[1::2].count(0)
+        order = "BE" if even > odd else "LE"
+        return (
+            f"the file looks like UTF-16 {order} without a byte-order mark (NUL bytes between "
+            "the characters)"
+        )
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(sample) - 3:  # not only a character cut off by the sample's end
+            byte = sample[exc.start]
+            return (
+                f"the file is not UTF-8: byte 0x{byte:02x} at offset {exc.start} is not valid "
+                "UTF-8 (Latin-1 or Windows-1252 text?)"
+            )
+    return None
 
 
 # --- sniffing: what the first bytes show

@@ -70,7 +70,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         raise TraceError("empty file", source=source)
     top = sample_of(stream_head(stream)).top
     base = os.path.basename(source) or "run"
-    single = isinstance(top, dict) and "simulations" not in top
+    # a Results object may show only its `info` (and `tasks`) in the head: `simulations` comes late
+    single = isinstance(top, dict) and not {"simulations", "info", "tasks"} & top.keys()
     prefix = "" if single else "simulations.item"
     count = 0
     for index, value in enumerate(iter_document(stream, prefix, source=source, limits=limits)):
