@@ -17,8 +17,9 @@ Written from the format notes §3.23, not from a real export:
 - GenAI events: `gen_ai.choice` (body `{index, finish_reason, message}`) and
   `gen_ai.client.inference.operation.details` (`gen_ai.output.messages`) are the model's
   output: they fill the text of their model span (by span id), or are assistant steps of their
-  own; the tool calls in them become tool-call steps unless a tool span with that call id
-  exists. Results come by call id from `gen_ai.tool.message` (body `{content, id}`) and from
+  own; the tool calls in them become tool-call steps (id = the call id), which the kit's
+  merge (builders.finish_run) joins to a tool span with that call id; the result goes to the
+  span. Results come by call id from `gen_ai.tool.message` (body `{content, id}`) and from
   `tool_call_response` parts of `gen_ai.input.messages`; such a result carries no failure
   flag, so its text decides by the common text rules (`Error: FileNotFoundError…` fails).
   Per-message input events
@@ -234,18 +235,18 @@ class _Placer:
             parent = step.parent_id
         for call in calls:
             call_id = str(call.get("id") or "")
-            if (run, call_id) in self.tools or (not call_id and run in self.tool_spans):
-                continue
+            if not call_id and run in self.tool_spans:
+                continue  # no id to join it by: the run's tool spans are its calls
             step, run = self.new_step(event, "tool_call")
             step.parent_id = parent
             step.tool = str(call.get("name") or "(unknown)")[:200]
             step.args = clip_json(arguments(call.get("arguments")), self.c.limits)
             step.status = "ok"
-            if call_id:
+            if call_id:  # a tool span with this id, if any, is joined by the kit's merge
                 step.id = call_id
-                self.tools[(run, call_id)] = step
-                if (result := self.results.get((run, call_id))) is not None:
-                    _rebuilt_result(step, result, self.c)
+                if self.tools.setdefault((run, call_id), step) is step:
+                    if (result := self.results.get((run, call_id))) is not None:
+                        _rebuilt_result(step, result, self.c)
 
     def genai_inputs(self, event: LogEvent) -> None:
         body = event.body if isinstance(event.body, dict) else {}
