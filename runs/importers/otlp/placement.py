@@ -244,9 +244,9 @@ class _Placer:
             step.status = "ok"
             if call_id:  # a tool span with this id, if any, is joined by the kit's merge
                 step.id = call_id
-                if self.tools.setdefault((run, call_id), step) is step:
-                    if (result := self.results.get((run, call_id))) is not None:
-                        _rebuilt_result(step, result, self.c)
+                first = self.tools.setdefault((run, call_id), step) is step
+                if first and (result := self.results.get((run, call_id))) is not None:
+                    _rebuilt_result(step, result, self.c)
 
     def genai_inputs(self, event: LogEvent) -> None:
         body = event.body if isinstance(event.body, dict) else {}
