@@ -20,9 +20,11 @@ file makes the span a root, per the model's rule).
 Span -> step, by the role the dialect table gives it:
 - tool -> tool_call; tool = the dialect's tool-name attribute | `gen_ai.tool.name` | the span
   name without "execute_tool " (and the like); args = the dialect's argument attribute (JSON
-  text parsed by `content.parse_json_text`; a decorator's `{"args": [], "kwargs": {...}}` is
-  its kwargs; OpenInference `tool.parameters` is a schema, never args); result = the dialect's
-  result attribute (text as given).
+  text parsed by `content.parse_json_text`; a decorator's `{"args": [...], "kwargs": {...}}`
+  unwrapped; OpenInference `tool.parameters` is a schema, never args; None when the span
+  carries none: unknown, never {}); result = the dialect's result attribute (text as given; a
+  LangChain ToolMessage read as its content and status). How frameworks fill OpenInference's
+  generic values (LangGraph's bare argument, smolagents' `final_answer`): frameworks.py.
 - llm -> assistant step; text = the output message text (`gen_ai.output.messages` text parts,
   indexed `llm.output_messages.*` / `gen_ai.completion.<i>.content`, or the dialect's output
   attribute read for its text); tokens from the dialect's keys or its usage JSON; cost; the
@@ -39,6 +41,8 @@ Span -> step, by the role the dialect table gives it:
   tool without a result gets the error message as its result.
 - A span id seen twice in one trace (a batch exported twice) is kept once, with a warning.
 - run.metadata["dialects"] names the dialects other than plain GenAI that read its spans.
+- Every run ends in the kit's `finish_run`, given the tool steps' call ids (`call_ids`), so a
+  call seen as a span and again as a log event or a model's output is one step.
 """
 
 from __future__ import annotations
