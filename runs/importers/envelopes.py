@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from .detect import Sample, sample_of
-from .reading import DepthGuard, Limits, build_value, document_depth, skip_value
+from .reading import (
+    ChunkReader,
+    DepthGuard,
+    Limits,
+    build_value,
+    document_depth,
+    skip_value,
+)
 
 RECORD_KEYS = ("raw", "event", "data", "payload", "record")
 LIST_KEYS = ("traces", "runs", "items", "data")
@@ -65,7 +72,7 @@ class Envelope:
             chunks = _unwrap_lines(stream, self.key, limits)
         else:
             chunks = _unwrap_document(self, stream, source=source, limits=limits)
-        return io.BufferedReader(_ChunkReader(chunks), 64 * 1024)
+        return io.BufferedReader(ChunkReader(chunks), 64 * 1024)
 
 
 def find(sample: Sample) -> Envelope | None:
@@ -110,31 +117,6 @@ def _sample(records: list[Any], *, jsonl: bool) -> Sample:
 
 
 # --- the unwrapped stream
-
-
-class _ChunkReader(io.RawIOBase):
-    """A raw stream over an iterator of byte chunks."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.pending = chunks, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
-        """Fill the buffer as far as the chunks go (so a peek sees a whole head)."""
-        filled = 0
-        while filled < len(buffer):
-            if not self.pending:
-                chunk = next(self.chunks, None)
-                if chunk is None:
-                    break
-                self.pending = chunk
-            size = min(len(buffer) - filled, len(self.pending))
-            buffer[filled : filled + size] = self.pending[:size]
-            self.pending = self.pending[size:]
-            filled += size
-        return filled
 
 
 def _unwrap_lines(stream: IO[bytes], key: str, limits: Limits) -> Iterator[bytes]:

@@ -468,52 +468,51 @@ def skip_value(event: str, events: Iterator[tuple[str, Any]]) -> None:
 # --- text encodings
 
 
-class Utf16Reader(io.RawIOBase):
-    """Read a UTF-16 stream (its byte-order mark already read) as UTF-8, a block at a time.
+class ChunkReader(io.RawIOBase):
+    """A raw stream over an iterator of byte chunks (wrap it in io.BufferedReader)."""
 
-    A byte sequence that is not UTF-16 (a lone surrogate, an odd byte at the end) fails with a
-    TraceError that names the encoding and the byte offset."""
-
-    BLOCK = 64 * 1024
-
-    def __init__(self, inner: IO[bytes], encoding: str, *, source: str) -> None:
-        self.inner, self.encoding, self.source = inner, encoding, source
-        self.decoder = codecs.getincrementaldecoder(encoding)("strict")
-        self.pending = b""
-        self.offset = 2  # bytes of the file decoded so far (after the byte-order mark)
-        self.done = False
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks, self.pending = chunks, b""
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
-        """Fill the buffer as far as the file goes (so a peek sees a whole head)."""
+        """Fill the buffer as far as the chunks go (so a peek sees a whole head)."""
         filled = 0
         while filled < len(buffer):
-            size = self._readinto(memoryview(buffer)[filled:])
-            if not size:
-                break
+            if not self.pending:
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    break
+                self.pending = chunk
+            size = min(len(buffer) - filled, len(self.pending))
+            buffer[filled : filled + size] = self.pending[:size]
+            self.pending = self.pending[size:]
             filled += size
         return filled
 
-    def _readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
-        while not self.pending and not self.done:
-            data = self.inner.read(self.BLOCK)
-            self.done = not data
-            try:
-                text = self.decoder.decode(data, final=self.done)
-            except UnicodeDecodeError as exc:
-                where = self.offset + exc.start
-                raise TraceError(
-                    f"invalid {self.encoding.upper()} text at byte {where} ({exc.reason})",
-                    source=self.source,
-                ) from None
-            self.offset += len(data)
-            self.pending = text.encode("utf-8")
-        size = min(len(buffer), len(self.pending))
-        buffer[:size] = self.pending[:size]
-        self.pending = self.pending[size:]
-        return size
+
+def utf16_as_utf8(stream: IO[bytes], encoding: str, *, source: str) -> Iterator[bytes]:
+    """The text of a UTF-16 stream (its byte-order mark already read) as UTF-8, 64 KiB of
+    input at a time. Bytes that are not UTF-16 (a lone surrogate, an odd byte at the end) fail
+    with a TraceError that names the encoding and the byte offset."""
+    decoder = codecs.getincrementaldecoder(encoding)("strict")
+    offset = 2  # bytes of the file decoded so far (after the byte-order mark)
+    while True:
+        data = stream.read(HEAD_BYTES)
+        try:
+            text = decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise TraceError(
+                f"invalid {encoding.upper()} text at byte {offset + exc.start} ({exc.reason})",
+                source=source,
+            ) from None
+        offset += len(data)
+        if text:
+            yield text.encode("utf-8")
+        if not data:
+            return
 
 
 def as_utf8(stream: IO[bytes], *, source: str) -> IO[bytes]:
@@ -535,7 +534,9 @@ def as_utf8(stream: IO[bytes], *, source: str) -> IO[bytes]:
     if encoding is None:
         return stream
     stream.read(2)
-    return io.BufferedReader(Utf16Reader(stream, encoding, source=source), HEAD_BYTES)
+    return io.BufferedReader(
+        ChunkReader(utf16_as_utf8(stream, encoding, source=source)), HEAD_BYTES
+    )
 
 
 def encoding_problem(head: bytes) -> str | None:
