@@ -16,6 +16,10 @@ Two calls are "the same" when their normalised values are equal:
 - a path-like string (no whitespace, has ``/``, not a URL) is canonicalised:
   ``./a//b/`` -> ``a/b``.
 
+The key rule (``dropped_keys``) and the JSON rule (``json_in_text``) are the only ones:
+call signatures, result digests, loop fingerprints (detection/fingerprints.py) and the run
+comparison all read values through them, so what is "the same" cannot drift between them.
+
 Digests are xxh3-64 over orjson's sorted-key encoding: deterministic across processes and
 machines, and about 20x cheaper than ``json.dumps(sort_keys=True)`` + SHA-256 (see
 bench/bench_detection.py). They identify values; they are not cryptographic.

@@ -90,12 +90,35 @@ def _one_token(value: Any) -> bool:
     return isinstance(value, str) and len(value.split()) <= 1
 
 
+def _names(words: set[str]) -> set[str]:
+    """The words of a text that name a thing: a code with letters and digits, a path."""
+    return {
+        word
+        for word in words
+        if "/" in word or (any(c.isdigit() for c in word) and any(c.isalpha() for c in word))
+    }
+
+
+def _texts_retarget(new: str, old: str) -> bool:
+    """Two texts ask about other targets: one-token names that differ, or sentences that
+    name other things (``status of AA100`` after ``status of BA2490``)."""
+    new, old = new.strip(), old.strip()
+    if new == old:
+        return False
+    if _one_token(new) or _one_token(old):
+        return True
+    new_words, old_words = set(new.lower().split()), set(old.lower().split())
+    return bool(_names(new_words - old_words)) and bool(_names(old_words - new_words))
+
+
 def retargets(new: Any, old: Any, volatile: frozenset[str] = frozenset()) -> bool:
     """Return whether a call asks about another target than the previous call did.
 
     A target is a one-token string argument (a flight number, an id, a path, a name): one
-    that changed is a new target. A changed text of several words is the same question
-    put another way; a changed number, an added or a dropped argument is a variation.
+    that changed is a new target, and so is a text of several words that names other things
+    (a code of letters and digits, a path) than before. Any other change of a text is the
+    same question put another way; a changed number, an added or a dropped argument is a
+    variation.
     """
     if isinstance(new, str) and new[:1] in "{[":
         parsed = json_in_text(new)
@@ -104,7 +127,7 @@ def retargets(new: Any, old: Any, volatile: frozenset[str] = frozenset()) -> boo
         parsed = json_in_text(old)
         old = parsed if parsed is not None else old
     if isinstance(new, str) and isinstance(old, str):
-        return new.strip() != old.strip() and (_one_token(new) or _one_token(old))
+        return _texts_retarget(new, old)
     if not (isinstance(new, dict) and isinstance(old, dict)):
         return False
     for key, value in new.items():

@@ -140,6 +140,8 @@ def test_what_retargets():
     assert not retargets({"query": "libfoo 2 date"}, {"query": "libfoo release"})
     assert not retargets({"q": "x y", "limit": 10}, {"q": "x y", "limit": 9})
     assert retargets('{"id": "k2"}', '{"id": "k1"}')
+    assert retargets({"q": "status of flight BA2490"}, {"q": "status of flight AA100"})
+    assert not retargets({"q": "when libfoo 2"}, {"q": "libfoo 2.0 date"})
 
 
 # -- blocker: a validation error's echo of the input -------------------------------------
