@@ -16,7 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Protocol
 
 from detection.model import Run
@@ -216,7 +216,10 @@ class _Unclosed(io.RawIOBase):
         return len(data)
 
 
-def _second_pass(data: bytes | IO[bytes] | str | os.PathLike):  # type: ignore[no-untyped-def]
+Source = bytes | IO[bytes] | str | os.PathLike  # what a trace is read from
+
+
+def _second_pass(data: Source) -> tuple[Source, Callable[[], Source] | None]:
     """Return what to open the trace from, and a function that gives it again from its
     start for a second pass (None when a stream that does not seek cannot be read twice).
     A caller's stream is read through views that leave it open."""
@@ -226,11 +229,11 @@ def _second_pass(data: bytes | IO[bytes] | str | os.PathLike):  # type: ignore[n
         return data, None
     start = data.tell()
 
-    def again() -> IO[bytes]:
+    def again() -> Source:
         data.seek(start)
         return _Unclosed(data)  # type: ignore[return-value]
 
-    return _Unclosed(data), again
+    return _Unclosed(data), again  # type: ignore[return-value]
 
 
 def choose_format(
@@ -239,7 +242,7 @@ def choose_format(
     *,
     source: str,
     limits: Limits = DEFAULT_LIMITS,
-    reopen=None,  # type: ignore[no-untyped-def]
+    reopen: Callable[[], Source] | None = None,
     owned: bool = True,
 ) -> tuple[str, io.BufferedReader]:
     """Return the format of a trace and the stream its importer reads.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from .reading import BOM, HEAD_BYTES, PARSE_BYTES, DepthGuard, partial_json, skip_value
 
@@ -106,12 +106,13 @@ def sample_of(head: bytes, *, complete: bool | None = None) -> Sample:
 
 def deep_sample(stream: IO[bytes], head: bytes) -> Sample | None:
     """Read a whole JSON document (or a JSONL file whose first line runs past the head) and
-    return a Sample of its outline (see `thin`), or None when it is not one or does not parse
-    as far as its head showed. Reads no further than DEEP_SCAN_BYTES; a document cut there (or
-    truncated) keeps what was read."""
+    return a Sample of its outline (see `thin`), or None when it does not start with a JSON
+    object or array. Reads no further than DEEP_SCAN_BYTES; a document cut there (or
+    truncated, or invalid further on) keeps what was read before."""
     import ijson
 
-    reader = DepthGuard(_Capped(stream, DEEP_SCAN_BYTES), source="", max_depth=DEEP_DEPTH + 16)
+    capped = cast(IO[bytes], _Capped(stream, DEEP_SCAN_BYTES))
+    reader = DepthGuard(capped, source="", max_depth=DEEP_DEPTH + 16)
     events = ijson.basic_parse(reader, use_float=True, multiple_values=True, buf_size=PARSE_BYTES)
     events = _until_error(events)
     values: list[Any] = []
@@ -145,13 +146,13 @@ def thin(event: str, value: Any, events: Iterator[tuple[str, Any]], depth: int, 
         for event, key in events:
             if event == "end_map":
                 break
-            event, value = next(events, (None, None))
-            if event is None:
+            kind, value = next(events, (None, None))
+            if kind is None:  # the document ends here (cut or truncated)
                 break
             if len(built) < DEEP_MAP_KEYS:
-                built[key] = thin(event, value, events, depth + 1, DEEP_LIST_ITEMS)
+                built[key] = thin(kind, value, events, depth + 1, DEEP_LIST_ITEMS)
             else:
-                skip_value(event, events)
+                skip_value(kind, events)
         return built
     members: list[Any] = []
     for event, value in events:
