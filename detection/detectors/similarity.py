@@ -43,7 +43,7 @@ TOKEN_CACHE = 256
 
 SHORT_NOTHING = 300  # a longer text says something, whatever words it holds
 _NOTHING = re.compile(
-    r"^\W*(?:none|null|nil|n/?a|empty|no|nothing)\W*$"
+    r"^\W*(?:none|null|nil|n/a|empty|nothing)\W*$"
     r"|\b(?:no|zero|0)\s+(?:\w+\s+)?(?:results?|matches|hits|items|records|entries|rows"
     r"|documents|files|pages|issues|messages|data)\b"
     r"|\bnot found\b|\bno match|\bnothing (?:found|matched|to show)|\bfound nothing\b"
@@ -60,7 +60,8 @@ def carries_nothing(result: Any, depth: int = 0) -> bool:
     Text says nothing when it is blank, or short and says that nothing was found (or starts
     with an error word); JSON text counts as its value. An object says nothing when it names
     an error, or when every value in it says nothing (``{"results": [], "total": 0}``); an
-    array when every item does; ``null``, ``false`` and ``0`` say nothing.
+    array when every item does; ``null`` and ``0`` say nothing (``false`` and "no" are
+    answers).
     """
     if isinstance(result, str):
         text = result.strip()
@@ -82,7 +83,7 @@ def carries_nothing(result: Any, depth: int = 0) -> bool:
         if depth >= 4:
             return False
         return all(carries_nothing(item, depth + 1) for item in result[:50])
-    return result is None or result is False or (_number(result) and result == 0)
+    return result is None or (_number(result) and result == 0)
 
 
 def _one_token(value: Any) -> bool:

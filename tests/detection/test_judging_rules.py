@@ -126,6 +126,8 @@ def test_near_duplicate_arguments_with_one_informative_answer_are_a_stall():
         ({"error": "rate limited"}, True),
         ([], True),
         ("available", False),
+        ("no", False),
+        ({"available": False}, False),
         ({"status": "on time", "gate": "B4"}, False),
         ("x" * 400 + " not found", False),
     ],
