@@ -474,7 +474,8 @@ class Monitor:
         # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
         if plan.osc:
             self._osc.observe(lane.osc, ev, self)
-        if plan.repeat and not invalid and known_args:
+        # (a success whose result is unknown is neither progress nor a repeat: not judged)
+        if plan.repeat and not invalid and known_args and (known_result or error):
             self._repeat.observe(lane.repeat, ev, self)
         if plan.mutfail and not invalid and known_args:
             self._mutfail.observe(lane.mutfail, ev, self)

@@ -35,7 +35,8 @@ class Step:
     tokens_in: Any = None  # int | None (some sources give a float)
     tokens_out: Any = None  # int | None
     cost: Any = None  # float | None
-    lane: Any = None  # str | None: the actor (a sub-agent) whose action this is; None: the main agent
+    # str | None: the actor (a sub-agent) whose action this is; None: the run's main agent
+    lane: Any = None
 
     @property
     def is_tool_call(self) -> bool:

@@ -35,8 +35,8 @@ class StreakState:
 
 def _streak_message(tool: str, calls: int, first: int) -> str:
     return (
-        f"{tool} has been called {calls} times in a row since step {first} with varying "
-        "arguments. Fine for paging or batch edits; if you are searching harder for something "
+        f"{tool} has been called {calls} times in a row since step {first} with varying or "
+        "unrecorded arguments. Fine for paging or batch edits; if you are searching harder for something "
         "that is not there, step back and try another approach."
     )
 

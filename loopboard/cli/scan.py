@@ -79,6 +79,12 @@ def _print_human(out: TextIO, source: str, run: detection.Run, result: detection
     read_by = run.metadata.get("read_by")
     if isinstance(read_by, dict) and read_by.get("heuristic"):
         out.write(f"  {read_by.get('summary', 'read heuristically')}\n")
+    if result.unknown_args or result.unknown_results:
+        out.write(
+            f"  unknown values: {result.unknown_args} of {result.tool_calls} calls have no "
+            f"arguments, {result.unknown_results} no result in the trace (never taken for the "
+            "same call or result)\n"
+        )
     for finding in result.findings:
         out.write(
             f"  [{finding.severity}] {finding.detector} {finding.tool or ''} "
@@ -98,7 +104,7 @@ def _print_human(out: TextIO, source: str, run: detection.Run, result: detection
                 )
                 if value is not None
             )
-            out.write(f"      waste after the first warn: {waste.steps} steps{extra}\n")
+            out.write(f"      waste (the loop's own steps after it warned): {waste.steps}{extra}\n")
 
 
 def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict:
@@ -112,6 +118,8 @@ def _record(source: str, run: detection.Run, result: detection.Analysis) -> dict
         "verdict": result.verdict,
         "read_by": run.metadata.get("read_by"),
         "waste": result.waste.to_dict(),
+        "unknown_args": result.unknown_args,
+        "unknown_results": result.unknown_results,
         "findings": [
             {
                 **{key: getattr(finding, key) for key in FINDING_KEYS},

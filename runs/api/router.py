@@ -19,7 +19,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
 from ..models import ApiKey, Run, Trace
-from ..services import analysis, downloads, filters, ingest, live
+from ..services import analysis, downloads, filters, ingest, live, summary
 from ..services import policy as policy_service
 from . import auth
 from .schemas import (
@@ -228,11 +228,19 @@ def get_run(request: HttpRequest, run_id: int = RUN_ID):
     """A run with its summary, its findings (each with the message for the agent) and the
     latest 100 calls the live guard stopped in it."""
     run = _run(request, run_id)
-    listed = ("findings", "stopped_calls")
+    listed = ("findings", "stopped_calls", "unknowns")
+    unknowns = summary.unknowns_of(run)
     return {
         **{f: getattr(run, f) for f in RunDetailOut.model_fields if f not in listed},
         "findings": list(run.findings.all()),
         "stopped_calls": list(live.stopped_calls(run).order_by("-before_seq")[:STOPPED_LISTED]),
+        "unknowns": {
+            "calls": unknowns.calls,
+            "args": unknowns.args,
+            "results": unknowns.results,
+            "names_only": unknowns.names_only,
+            "capture_hints": summary.capture_hints_of(run),
+        },
     }
 
 

@@ -113,6 +113,17 @@ class StoppedCallOut(Schema):
     last_at: datetime
 
 
+class UnknownsOut(Schema):
+    """How many calls the trace recorded without arguments or a result (never taken for the
+    same call or result), and how to make the run's instrumentation record them."""
+
+    calls: int
+    args: int
+    results: int
+    names_only: bool  # most calls carry neither: loops cannot be judged (at most a streak)
+    capture_hints: list[str]
+
+
 class RunDetailOut(RunOut):
     """A run with its summary, findings and the calls the live guard stopped (the latest
     100)."""
@@ -125,6 +136,7 @@ class RunDetailOut(RunOut):
     waste_seconds: float | None
     findings: list[FindingOut]
     stopped_calls: list[StoppedCallOut]
+    unknowns: UnknownsOut
 
 
 class StepOut(Schema):

@@ -110,7 +110,7 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
                 field="status",
             )
         step.tool = tool[:200]
-        step.args = clip_json(obj.get("args", {}), limits)
+        step.args = clip_json(obj.get("args"), limits)  # absent: unknown, not {}
         step.result = clip_json(obj.get("result"), limits)
         step.status = status
         step.batch_id = _text_id(obj.get("batch_id"))

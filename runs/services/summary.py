@@ -16,6 +16,7 @@ from typing import Any
 
 import detection
 
+from ..importers.otlp.dialects import capture_hints
 from ..models import Run
 
 STRIP_BUCKETS = 48  # cells of the runs list's repeat picture
@@ -58,22 +59,54 @@ class Strip:
 
 
 @dataclass(frozen=True, slots=True)
+class Unknowns:
+    """How many of a run's calls the trace recorded without arguments or without a result.
+
+    The engine never takes two unknowns for the same call or result, so a run recorded with
+    names only can show at most a streak (see detection/model.py).
+    """
+
+    calls: int = 0
+    args: int = 0
+    results: int = 0
+
+    @property
+    def names_only(self) -> bool:
+        """Most calls carry neither arguments nor results: loops cannot be judged."""
+        return self.calls > 0 and min(self.args, self.results) * 2 > self.calls
+
+    @property
+    def any(self) -> bool:
+        return bool(self.args or self.results)
+
+    def share(self, count: int) -> int:
+        """Return count as a whole percentage of the calls."""
+        return round(100 * count / self.calls) if self.calls else 0
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     stall_series: tuple[tuple[int, float], ...] = ()
     folds: tuple[Band, ...] = ()  # ordered by start
     strip: Strip = Strip()
+    unknowns: Unknowns = Unknowns()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "stall_series": [list(point) for point in self.stall_series],
             "folds": [band.to_json() for band in self.folds],
             "strip": {"cells": list(self.strip.cells), "fired": list(self.strip.fired)},
+            "unknowns": {
+                "calls": self.unknowns.calls,
+                "args": self.unknowns.args,
+                "results": self.unknowns.results,
+            },
         }
 
     @classmethod
     def from_json(cls, data: Any) -> RunSummary:
         data = data if isinstance(data, dict) else {}
-        return cls(_series(data), _folds(data), _strip(data))
+        return cls(_series(data), _folds(data), _strip(data), _unknowns(data))
 
 
 # A page reads only the part it shows: the runs list reads 50 strips, not 50 fold lists.
@@ -90,6 +123,23 @@ def folds_of(run: Run) -> tuple[Band, ...]:
 def strip_of(run: Run) -> Strip:
     """Return a run's repeat strip."""
     return _strip(run.summary if isinstance(run.summary, dict) else {})
+
+
+def unknowns_of(run: Run) -> Unknowns:
+    """Return how many of a run's calls had no arguments or no result in the trace."""
+    return _unknowns(run.summary if isinstance(run.summary, dict) else {})
+
+
+def capture_hints_of(run: Run) -> list[str]:
+    """Return how to make the run's instrumentation record arguments and results."""
+    meta = run.metadata if isinstance(run.metadata, dict) else {}
+    return capture_hints(meta.get("dialects"))
+
+
+def _unknowns(data: dict) -> Unknowns:
+    part = data.get("unknowns") if isinstance(data.get("unknowns"), dict) else {}
+    counts = [part.get(key) for key in ("calls", "args", "results")]
+    return Unknowns(*(max(c, 0) if _is_int(c) else 0 for c in counts))
 
 
 def _series(data: dict) -> tuple[tuple[int, float], ...]:
@@ -121,6 +171,7 @@ def build(result: detection.Analysis, turns: list[int], step_count: int) -> RunS
         stall_series=tuple((int(seq), float(score)) for seq, score in result.stall_series),
         folds=tuple(sorted(folds + cycles, key=lambda band: band.start)),
         strip=repeat_strip(result.ledger, fired, step_count),
+        unknowns=Unknowns(result.tool_calls, result.unknown_args, result.unknown_results),
     )
 
 

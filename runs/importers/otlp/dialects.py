@@ -64,6 +64,7 @@ class Dialect:
     result_errors: bool = False  # a result object {"error": ...} / {"status": "Failure"} fails
     strip: tuple[str, ...] = ()  # span-name prefixes cut off to name a tool
     final: bool = False  # its word on a span it knows is the last, even "group"
+    capture: str = ""  # how to make the library record arguments and results, when it can
 
 
 COMMON = Dialect(
@@ -161,6 +162,10 @@ DIALECTS: tuple[Dialect, ...] = (
         output=("gcp.vertex.agent.llm_response",),
         session=("gcp.vertex.agent.session_id",),
         result_errors=True,
+        capture=(
+            "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_AND_EVENT (or "
+            "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN=1) for Google ADK; =true is not enough"
+        ),
     ),
     Dialect(  # Langfuse OTel ingestion / SDK v3
         name="langfuse",
@@ -212,6 +217,7 @@ DIALECTS: tuple[Dialect, ...] = (
         args=("traceloop.entity.input",),
         result=("traceloop.entity.output",),
         session=("traceloop.association.properties.session_id",),
+        capture="set TRACELOOP_TRACE_CONTENT=true for OpenLLMetry",
     ),
     Dialect(  # OpenLLMetry model spans: indexed gen_ai.prompt / gen_ai.completion keys
         name="openllmetry",
@@ -219,6 +225,7 @@ DIALECTS: tuple[Dialect, ...] = (
         kinds={"chat": LLM, "completion": LLM},
         tokens_in=("gen_ai.usage.prompt_tokens",),
         tokens_out=("gen_ai.usage.completion_tokens",),
+        capture="set TRACELOOP_TRACE_CONTENT=true for OpenLLMetry",
     ),
     Dialect(  # OpenInference (Arize Phoenix and friends)
         name="openinference",
@@ -240,6 +247,10 @@ DIALECTS: tuple[Dialect, ...] = (
         prefixes=(("execute_tool ", TOOL),),
         args=("gcp.vertex.agent.tool_call_args", "tool_arguments"),
         result=("gcp.vertex.agent.tool_response", "tool_response"),
+        capture=(
+            "set OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true for the OpenTelemetry "
+            "GenAI instrumentations"
+        ),
     ),
     Dialect(  # Pydantic AI (logfire / OTel instrumentation, settings v1-2)
         name="pydantic_ai",
@@ -317,3 +328,15 @@ def keys(dialect: Dialect, what: str) -> tuple[str, ...]:
     own: tuple[str, ...] = getattr(dialect, what)
     common: tuple[str, ...] = getattr(COMMON, what)
     return own + tuple(k for k in common if k not in own)
+
+
+def capture_hints(names: Any) -> list[str]:
+    """Return how to turn content capture on for these dialects (by name), once each."""
+    wanted = set(names) if isinstance(names, list | tuple | set) else set()
+    if "google_adk" in wanted:
+        wanted.discard("gen_ai")  # ADK's own switch: the generic one is not enough there
+    hints: list[str] = []
+    for dialect in DIALECTS:
+        if dialect.name in wanted and dialect.capture and dialect.capture not in hints:
+            hints.append(dialect.capture)
+    return hints
