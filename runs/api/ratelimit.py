@@ -1,6 +1,6 @@
 """A per-key rate limit shared by all web workers: a token bucket per key in PostgreSQL.
 
-One upsert per request (`take_token`): loopboard runs several gunicorn workers, possibly on
+One UPDATE per request (`take_token`; an INSERT first for a key's first request): loopboard runs several gunicorn workers, possibly on
 several machines, and the database is the one store they all share without another service
 (Django's default local-memory cache is per process, and Redis is only the Celery broker,
 which a deployment may swap for RabbitMQ). One small row per key, updated in a single
@@ -28,20 +28,32 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-# One statement: refill by the time elapsed (capped at the burst), then take one token. A
-# request is allowed when a whole token was there (the result is >= 0); a refused request
-# leaves the bucket at no less than -1, so a client that keeps hammering waits a little
-# longer while one that honours Retry-After is served. `now()` is the statement's time.
+# One statement a request: refill by the time elapsed (capped at the burst), then take one
+# token when a whole one is there. A refused request takes nothing, so a client that ignores
+# Retry-After and keeps asking is served at the key's rate, never shut out for longer. The
+# row is locked while it is read (FOR UPDATE), so concurrent requests refill and take in
+# turn; it answers the refilled level (>= 1: allowed). The clock is the real time, not the
+# transaction's start (`now()`), which stands still in a long transaction.
 _BUCKET_SQL = """
-INSERT INTO runs_ratebucket AS b (key_id, tokens, updated_at)
-VALUES (%(key)s, %(burst)s - 1, now())
-ON CONFLICT (key_id) DO UPDATE SET
-    tokens = GREATEST(
-        LEAST(%(burst)s, b.tokens + EXTRACT(EPOCH FROM (now() - b.updated_at)) * %(rate)s) - 1,
-        -1
-    ),
-    updated_at = now()
-RETURNING tokens
+WITH clock AS (SELECT clock_timestamp() AS at)
+UPDATE runs_ratebucket AS b SET
+    tokens = CASE WHEN r.refill >= 1 THEN r.refill - 1 ELSE r.refill END,
+    updated_at = r.at
+FROM (
+    SELECT key_id, clock.at,
+           LEAST(%(burst)s, tokens + EXTRACT(EPOCH FROM (clock.at - updated_at)) * %(rate)s)
+               AS refill
+    FROM runs_ratebucket, clock WHERE key_id = %(key)s FOR UPDATE OF runs_ratebucket
+) AS r
+WHERE b.key_id = r.key_id
+RETURNING r.refill
+"""
+# A key's first request: its bucket starts full (a racing first request of the same key
+# finds the row there and goes on to the UPDATE).
+_NEW_BUCKET_SQL = """
+INSERT INTO runs_ratebucket (key_id, tokens, updated_at)
+VALUES (%(key)s, %(burst)s, clock_timestamp())
+ON CONFLICT (key_id) DO NOTHING
 """
 
 
@@ -49,10 +61,16 @@ def take_token(key: ApiKey) -> None:
     """Take one request from the key's bucket or raise RateLimited; touch last_used_at."""
     rate = float(settings.LOOPBOARD_API_RATE)
     burst = float(settings.LOOPBOARD_API_BURST)
+    params = {"key": key.pk, "burst": burst, "rate": rate}
     with connection.cursor() as cursor:
-        cursor.execute(_BUCKET_SQL, {"key": key.pk, "burst": burst, "rate": rate})
-        (tokens,) = cursor.fetchone()
-    if tokens < 0:
+        cursor.execute(_BUCKET_SQL, params)
+        row = cursor.fetchone()
+        if row is None:  # no bucket yet
+            cursor.execute(_NEW_BUCKET_SQL, params)
+            cursor.execute(_BUCKET_SQL, params)
+            row = cursor.fetchone()
+    (tokens,) = row
+    if tokens < 1:
         wait = (1 - tokens) / rate if rate > 0 else 60
         raise RateLimited(max(1, math.ceil(wait)))
     now = timezone.now()

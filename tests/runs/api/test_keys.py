@@ -124,3 +124,21 @@ def test_the_management_command_mints_admin_keys_unless_told(project):
         "create_api_key", "agents", "bot", "--scope", "read", stdout=out, stderr=io.StringIO()
     )
     assert ApiKey.objects.get(name="bot").scope == "read"
+
+
+def test_refused_requests_use_no_rate_limit_tokens(api, settings):
+    """400 requests as fast as the client sends them, ignoring Retry-After: about the burst
+    plus the rate times the time taken pass (refused ones took tokens, so far fewer did)."""
+    import time
+
+    settings.LOOPBOARD_API_RATE = 5  # well under the pace the test client asks at
+    settings.LOOPBOARD_API_BURST = 5
+    started = time.monotonic()
+    codes = [api.get("/api/policy").status_code for _ in range(400)]
+    elapsed = time.monotonic() - started
+    passed = codes.count(200)
+    assert set(codes) == {200, 429}
+    expected = 5 + 5 * elapsed
+    assert 400 / elapsed > 10  # the client asked faster than the rate
+    assert abs(passed - expected) <= 0.1 * expected + 2, (passed, expected, elapsed)
+    print(f"{passed} of 400 passed in {elapsed:.2f} s; the rate allows {expected:.0f}")
