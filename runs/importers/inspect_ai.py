@@ -5,8 +5,9 @@
 - `.eval`: a zip with `header.json` (the log without samples), `_journal/start.json`,
   `summaries.json`, `reductions.json` and one `samples/<id>_epoch_<n>.json` per sample. The
   stream is spooled to a temporary file of at most `Limits.max_bytes`, then opened with
-  `zipfile`; each member is read through a cap (its declared size is not trusted) and the
-  members together inflate to at most `Limits.max_bytes` (zip bombs stop there).
+  `zipfile`; each member is parsed as a stream as it inflates (never held whole; its
+  declared size is not trusted) and the members together inflate to at most
+  `Limits.max_bytes` (zip bombs stop there, in bounded memory).
 
 One run per sample (id = `<eval_id>/<sample id>/epoch-<n>`), steps from the sample's
 `events` in order:
@@ -171,35 +172,62 @@ def _parse_zip(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Ru
 
 
 class _Budget:
-    """What the zip's members may inflate to, together."""
+    """What the zip's members may inflate to, together: each member is read as a stream
+    through this count (its declared size is not trusted), so a member that inflates past
+    what is left is refused after that many bytes, none of them held."""
 
     def __init__(self, total: int, source: str) -> None:
         self.left, self.total, self.source = total, total, source
 
-    def read(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
-        cap = self.left
+    def open(self, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> _MemberStream:
         try:
-            with archive.open(info) as member:
-                data = member.read(cap + 1)  # the declared size may lie: read through a cap
+            return _MemberStream(archive.open(info), self, info.filename)
         except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
-            raise TraceError(
-                f"cannot read zip member: {exc}", source=self.source, field=info.filename
-            ) from None
-        if len(data) > cap:
+            raise self.unreadable(info.filename, exc) from None
+
+    def take(self, count: int, member: str) -> None:
+        self.left -= count
+        if self.left < 0:
             raise TraceError(
                 f"zip members inflate past the limit of {self.total} bytes",
                 source=self.source,
-                field=info.filename,
+                field=member,
             )
-        self.left -= len(data)
-        return data
+
+    def unreadable(self, member: str, exc: BaseException) -> TraceError:
+        return TraceError(f"cannot read zip member: {exc}", source=self.source, field=member)
+
+
+class _MemberStream(io.RawIOBase):
+    """A zip member read as it inflates, each chunk counted against the budget."""
+
+    def __init__(self, raw: IO[bytes], budget: _Budget, member: str) -> None:
+        self.raw, self.budget, self.member = raw, budget, member
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        # read at most one byte past the budget: enough to know it is over
+        want = max(0, min(len(buffer), self.budget.left + 1))
+        try:
+            data = self.raw.read(want) if want else b""
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+            raise self.budget.unreadable(self.member, exc) from None
+        self.budget.take(len(data), self.member)
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 def _member(
     archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: _Budget, source: str, limits: Limits
 ) -> Any:
-    data = budget.read(archive, info)
-    return read_document(io.BytesIO(data), source=f"{source}!{info.filename}", limits=limits)
+    with budget.open(archive, info) as stream:
+        return read_document(stream, source=f"{source}!{info.filename}", limits=limits)
 
 
 def _broken_sample(member: str, header: dict[str, Any], error: TraceError) -> Run:

@@ -115,3 +115,29 @@ def test_detection():
     best, claim = explain_format(EVAL_ZIP.read_bytes()[:65536]).claims[0]
     assert "_journal/start.json" in claim.reason
     assert detect_format(BROWSER.read_bytes()[:65536]) == "inspect-ai"
+
+
+def test_an_eval_zip_member_that_inflates_far_past_the_cap_is_refused_in_bounded_memory():
+    """A sample member of 256 MiB (whitespace inside valid JSON: it deflates about 1000:1)
+    against a cap of 32 MiB: refused at the cap, without holding the member (the reader
+    used to read up to the cap into memory, 2 GB by default)."""
+    import tracemalloc
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", b'{"version": 2, "eval": {"task": "t", "model": "m"}}')
+        with archive.open("samples/1_epoch_1.json", "w") as member:
+            member.write(b'{"id": 1, "epoch": 1, "events": [], "messages": []')
+            for _ in range(256):
+                member.write(b" " * (1 << 20))
+            member.write(b"}")
+    data = buffer.getvalue()
+    assert len(data) < 1 << 20  # a bomb of modest real size
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceError, match="inflate past the limit of 33554432 bytes"):
+            list(iter_runs(data, limits=Limits(max_bytes=32 << 20)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"peak {peak / 1e6:.1f} MB while inflating"
