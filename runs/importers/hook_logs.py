@@ -324,47 +324,36 @@ class HookLog:
         one: the earliest open call of the same tool (and generation); none: a call of its
         own, with a warning."""
         call_id = event.get("tool_use_id")
+        generation = event.get("generation_id")
         if call_id:
             waiting = [s for s in session.open if s.id != str(call_id)]
-            payload = None  # the earlier record carries the call; this one adds the result
-            if len(waiting) == len(session.open):
-                self._unmatched(session, event)
-                payload = args if args is not None else parse_json_text(event.get("tool_input"))
+            joined = len(waiting) < len(session.open)  # the earlier record has the arguments
             session.open = waiting
-            generation = event.get("generation_id")
-            return self._add(
-                session,
-                tool_step(
-                    tool=str(tool or "(unknown)"),
-                    args=payload,
-                    limits=limits,
-                    id=str(call_id),
-                    batch_id=str(generation) if generation else None,
-                    started_at=when,
+        else:
+            step = next(
+                (
+                    s
+                    for s in session.open
+                    if s.tool == str(tool or "(unknown)")
+                    and (not generation or s.batch_id in (None, str(generation)))
                 ),
+                None,
             )
-        generation = event.get("generation_id")
-        step = next(
-            (
-                s
-                for s in session.open
-                if s.tool == str(tool or "(unknown)")
-                and (not generation or s.batch_id in (None, str(generation)))
-            ),
-            None,
-        )
-        if step is not None:
-            session.open.remove(step)
-            return step
-        self._unmatched(session, event)
+            if step is not None:
+                session.open.remove(step)
+                return step
+            joined = False
+        if not joined:
+            self._unmatched(session, event)
         payload = args if args is not None else parse_json_text(event.get("tool_input"))
         return self._add(
             session,
             tool_step(
                 tool=str(tool or "(unknown)"),
-                args=payload,
+                args=None if joined else payload,
                 limits=limits,
                 id=str(call_id) if call_id else None,
+                batch_id=str(generation) if generation else None,
                 started_at=when,
             ),
         )

@@ -22,3 +22,17 @@ def dump(exporter, path):
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     return doc
+
+
+def show(doc):
+    """Print each span's name, status, events, kind and its input/output values, shortened."""
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                a = {x["key"]: list(x["value"].values())[0] for x in sp.get("attributes", [])}
+                events = [e["name"] for e in sp.get("events", [])]
+                kind = a.get("openinference.span.kind")
+                print(sp["name"], sp.get("status", {}).get("code"), events, kind)
+                for k in ("input.value", "output.value", "tool.name"):
+                    if k in a:
+                        print("   ", k, str(a[k])[:200])

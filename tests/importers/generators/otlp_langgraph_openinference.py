@@ -7,7 +7,7 @@ packages: python otlp_langgraph_openinference.py OUT.json (not part of the test 
 import sys
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from otlp_export import dump, provider
+from otlp_export import dump, provider, show
 from openinference.instrumentation.langchain import LangChainInstrumentor
 
 tp, exporter = provider()
@@ -77,17 +77,4 @@ agent = create_react_agent(
     Fake(messages=iter(msgs)), ToolNode([read_file, search], handle_tool_errors=True)
 )
 out = agent.invoke({"messages": [("user", "read missing.txt")]})
-doc = dump(exporter, sys.argv[1])
-for rs in doc["resourceSpans"]:
-    for ss in rs["scopeSpans"]:
-        for sp in ss["spans"]:
-            a = {x["key"]: list(x["value"].values())[0] for x in sp.get("attributes", [])}
-            print(
-                sp["name"],
-                sp.get("status"),
-                [e["name"] for e in sp.get("events", [])],
-                a.get("openinference.span.kind"),
-            )
-            for k in ("input.value", "output.value", "tool.name"):
-                if k in a:
-                    print("   ", k, str(a[k])[:300])
+show(dump(exporter, sys.argv[1]))

@@ -7,7 +7,7 @@ packages: python otlp_smolagents_openinference.py OUT.json (not part of the test
 import sys
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from otlp_export import dump, provider
+from otlp_export import dump, provider, show
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
 tp, exporter = provider()
@@ -77,19 +77,4 @@ class Fake(Model):
 
 agent = ToolCallingAgent(tools=[read_file, search], model=Fake(), max_steps=6)
 print("ANSWER", agent.run("read missing.txt"))
-doc = dump(exporter, sys.argv[1])
-for rs in doc["resourceSpans"]:
-    for ss in rs["scopeSpans"]:
-        for sp in ss["spans"]:
-            a = {x["key"]: list(x["value"].values())[0] for x in sp.get("attributes", [])}
-            print(
-                sp["name"],
-                sp.get("status", {}).get("code"),
-                [e["name"] for e in sp.get("events", [])],
-                a.get("openinference.span.kind"),
-                sp.get("parentSpanId", "")[:6],
-                sp["spanId"][:6],
-            )
-            for k in ("input.value", "output.value", "tool.name"):
-                if k in a:
-                    print("   ", k, str(a[k])[:200])
+show(dump(exporter, sys.argv[1]))
