@@ -243,6 +243,9 @@ class Monitor:
         self.unknown_args = 0  # calls whose arguments the trace does not carry
         self.unknown_results = 0  # calls whose result the trace does not carry
         self.repeated = 0
+        # the last tool call's place in the ledger: (first seq it repeats, calls in its
+        # group), or None when it repeated nothing (what a live run stores as its ledger)
+        self.last_repeat: tuple[int, int] | None = None
         self._tokens = 0.0
         self._cost = 0.0
         self._has_tokens = False
@@ -389,6 +392,7 @@ class Monitor:
         if self._live:
             self._fired = []  # a new list each step: the caller may keep the last one
         self._hit = False
+        self.last_repeat = None
         self.steps += 1
         self._last_seq = step.seq
         tokens_in, tokens_out = step.tokens_in, step.tokens_out
@@ -497,6 +501,7 @@ class Monitor:
         calls = self.tool_calls = self.tool_calls + 1
         if ev.repeat_of is not None:
             self.repeated += 1
+            self.last_repeat = (ev.repeat_of, ev.group_count)
         if self._keep_ledger:
             self._ledger.add(step, sig, rdig, ev.repeat_of, ev.group_count)
         if calls % self._stride == 0:
@@ -632,6 +637,19 @@ class Monitor:
         out.sort(key=lambda finding: finding.fired_at)
         return out
 
+    @property
+    def stall_score(self) -> float:
+        """Repeated (no-progress) tool calls / tool calls so far."""
+        return round(self.repeated / self.tool_calls, 4) if self.tool_calls else 0.0
+
+    def waste(self) -> Waste:
+        """Return what the loops so far cost, each step once where loops overlap."""
+        return self._cost_of(
+            (inc.mark, inc.last)
+            for inc in self._incidents.values()
+            if inc.mark is not None and inc.last is not None
+        )
+
     def analysis(self) -> Analysis:
         """Return the verdict, stall score, findings and ledger of what was observed.
 
@@ -639,7 +657,7 @@ class Monitor:
         monitor's own ledger over (the monitor ends there).
         """
         findings = self.findings
-        score = round(self.repeated / self.tool_calls, 4) if self.tool_calls else 0.0
+        score = self.stall_score
         series = list(self._series)
         if self.tool_calls and (not series or series[-1][0] != self._last_seq):
             series.append((self._last_seq, score))
@@ -651,11 +669,7 @@ class Monitor:
             stall_series=tuple(series),
             steps=self.steps,
             tool_calls=self.tool_calls,
-            waste=self._cost_of(
-                (inc.mark, inc.last)
-                for inc in self._incidents.values()
-                if inc.mark is not None and inc.last is not None
-            ),
+            waste=self.waste(),
             unknown_args=self.unknown_args,
             unknown_results=self.unknown_results,
         )

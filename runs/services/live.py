@@ -40,7 +40,7 @@ from django.utils import timezone
 import detection
 
 from ..importers.reading import DEFAULT_LIMITS, clip_json, clip_strings
-from ..models import Finding, Project, Run, Step, StoppedCall, Verdict
+from ..models import Finding, LedgerRow, Project, Run, Step, StoppedCall, Verdict
 from . import alerts, analysis, issues, live_state, policy, queue, storage
 
 LIVE_FORMAT = "live"  # the format of runs opened through the live API
@@ -83,6 +83,9 @@ UPDATE runs_run SET
     started_at = LEAST(started_at, %(first)s::timestamptz),
     ended_at = GREATEST(ended_at, %(last)s::timestamptz),
     verdict = %(verdict)s, detectors = %(detectors)s::varchar(40)[],
+    stall_score = %(stall_score)s, waste_steps = %(waste_steps)s,
+    waste_tokens = %(waste_tokens)s, waste_cost = %(waste_cost)s,
+    waste_seconds = %(waste_seconds)s,
     issues_queued_at = CASE WHEN %(queue_issues)s AND issues_queued_at IS NULL THEN %(now)s
                             ELSE issues_queued_at END,
     last_append_at = CASE WHEN last_append_at IS NULL OR last_append_at < %(stale)s
@@ -246,6 +249,7 @@ def _append_locked(
         known = dict(found.values_list("source_id", "seq"))
     seqs: list[int] = []
     rows: list[tuple] = []
+    repeats: list[tuple] = []  # the ledger rows of the new steps, as analysis writes them
     fired: list[detection.Finding] = []
     names = set(tools)
     refused = _stopped_tools(run_id, calls)
@@ -264,6 +268,10 @@ def _append_locked(
             names.add(step.tool)  # cut to its column by step_values
         seqs.append(step.seq)
         fired.extend(watch.observe(step))
+        repeat = watch.monitor.last_repeat
+        if repeat is not None and repeat[1] > 1:
+            tool = storage.clean_text((step.tool or "")[:200])
+            repeats.append((run_id, step.seq, tool, repeat[0], repeat[1]))
     if not rows:  # only retries: nothing changes
         return Appended(run_id, seqs, [], watch.verdict if verdict == Verdict.PENDING else verdict)
     if fired or verdict == Verdict.PENDING:
@@ -271,7 +279,9 @@ def _append_locked(
         detectors = sorted({*detectors, *(f.detector for f in fired if f.severity != "info")})
     # A loop that fired joins its issues in the worker, soon: queued once until it has run.
     group = bool(fired) and not issues_queued
-    _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors, group)
+    _write_append(run_id, rows, sorted(names), watch.seen, verdict, detectors, group, watch)
+    if repeats:  # the timeline's ×count of each step, as the final analysis gives it
+        storage.copy_rows(LedgerRow._meta.db_table, analysis.LEDGER_COLUMNS, repeats)
     if fired:
         run = Run(pk=run_id, project=project)
         _store_fired(run, fired)
@@ -329,12 +339,15 @@ def _write_append(
     verdict: str,
     detectors: list,
     queue_issues: bool,
+    watch: live_state.Watch,
 ) -> None:
     """Insert the new steps (`storage.step_values` rows, as COPY writes them at ingest) and
-    update the run row, in one statement: one round trip, whatever the batch's size."""
+    update the run row, in one statement: one round trip, whatever the batch's size. The
+    run's stall score and waste are the Monitor's so far, as the final analysis gives them."""
     params: dict[str, Any] = storage.step_arrays(rows)
     times = [t for t in (*params["started_at"], *params["ended_at"]) if t is not None]
     now = timezone.now()
+    waste = watch.monitor.waste()
     params.update(
         run=run_id,
         next_seq=next_seq,
@@ -345,6 +358,11 @@ def _write_append(
         verdict=verdict,
         detectors=detectors,
         queue_issues=queue_issues,
+        stall_score=watch.monitor.stall_score,
+        waste_steps=waste.steps,
+        waste_tokens=waste.tokens,
+        waste_cost=waste.cost,
+        waste_seconds=waste.seconds,
         stale=now - APPEND_AT_STEP,
         now=now,
     )

@@ -235,6 +235,29 @@ def _full(finding) -> tuple:
             finding.waste_steps)  # fmt: skip
 
 
+def _assert_live_figures_are_final(project, run_id: int) -> None:
+    """The live run's ×counts (ledger rows), stall score and waste equal what the final
+    analysis gives for the steps stored so far."""
+    import detection
+    from runs.models import LedgerRow, Run
+    from runs.services import policy, storage
+
+    result = detection.analyze(list(storage.iter_steps(run_id)), policy.engine_policy(project))
+    run = Run.objects.get(pk=run_id)
+    assert run.stall_score == pytest.approx(result.stall_score, abs=1e-4)
+    waste = result.waste
+    assert (run.waste_steps, run.waste_tokens, run.waste_cost) == (
+        waste.steps, waste.tokens, waste.cost,
+    )  # fmt: skip
+    stored = set(LedgerRow.objects.filter(run_id=run_id).values_list("seq", "repeat_of", "count"))
+    final = {
+        (e.seq, e.repeat_of, e.count)
+        for e in result.ledger
+        if e.repeat_of is not None and e.count > 1
+    }
+    assert stored == final
+
+
 @pytest.mark.django_db(transaction=True)  # outside a transaction: the cached Monitors
 @pytest.mark.parametrize("seed", range(16))
 def test_live_findings_agree_with_the_final_analysis(project, seed):
@@ -250,6 +273,7 @@ def test_live_findings_agree_with_the_final_analysis(project, seed):
         appended = live.append_steps(project, f"gen-{seed}", steps[i : i + size])
         fired |= {(f.detector, f.signature, f.fired_at) for f in appended.findings}
         i += size
+        _assert_live_figures_are_final(project, appended.run_id)
     run = Run.objects.get(external_id=f"gen-{seed}")
     live_rows = sorted(_row(f) for f in Finding.objects.filter(run=run))
     live_verdict = run.verdict
