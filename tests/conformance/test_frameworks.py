@@ -43,7 +43,7 @@ FRAMEWORKS = [
     Framework("pydantic-ai-logfire", "agents", "pydantic_ai_agent.py", "logfire"),
     Framework("traceloop", "traceloop", "traceloop_agent.py", "content"),
     Framework("traceloop-nocontent", "traceloop", "traceloop_agent.py", "nocontent", False),
-    Framework("openlit", "openlit", "openlit_agent.py"),
+    Framework("openlit", "traceloop", "openlit_agent.py"),
     Framework("mlflow", "mlflow", "mlflow_tracing.py"),
     Framework("adk-default", "adk", "adk_agent.py", "default", carries_content=False),
     Framework("adk-content", "adk", "adk_agent.py", "content"),
