@@ -51,6 +51,7 @@ from . import (
 )
 from .detect import Claim, Sample, Verdict, deep_sample, from_sniff, judge, sample_of
 from .errors import TraceError
+from .lanes import assign_lanes
 from .reading import DEFAULT_LIMITS, HEAD_BYTES, Limits, as_utf8, encoding_problem
 
 __all__ = [
@@ -308,6 +309,7 @@ def iter_runs(
     elif format not in IMPORTERS:
         raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}", source=source)
     try:
-        yield from IMPORTERS[format].parse(stream, source=source, limits=limits)
+        for run in IMPORTERS[format].parse(stream, source=source, limits=limits):
+            yield assign_lanes(run)
     except (OSError, EOFError) as exc:
         raise TraceError(f"cannot read: {exc}", source=source) from None
