@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..keys import digest
-from .base import MAX_SEQS, Event, add_seq, advice
+from .base import MAX_SEQS, Event, add_seq, advice, short
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -17,7 +17,7 @@ HISTORY = MAX_PERIOD + 1  # calls remembered: enough to compare each with the on
 class OscState:
     """The last HISTORY calls of a path and, per period, the streak of calls that repeat."""
 
-    __slots__ = ("keys", "live", "match", "named", "polls", "same", "seqs", "start", "tools", "when")  # fmt: skip
+    __slots__ = ("args", "keys", "live", "match", "named", "polls", "same", "seqs", "start", "tools", "when")  # fmt: skip
 
     def __init__(self) -> None:
         # the last HISTORY calls, oldest first: call sig + outcome, seq, tool, polling
@@ -34,9 +34,13 @@ class OscState:
         # a streak goes on only while each call equals the one a period before, so the cycle
         # stays the same (rotated) until the streak ends
         self.named: list[tuple[str, str] | None] = [None] * (MAX_PERIOD + 1)
+        # (seq, args) of the last MAX_PERIOD calls that repeated a recent one: a cycle's calls
+        # all do, so its message can show what differs between them
+        self.args: list[tuple[int, Any]] = []
 
     def copy(self) -> OscState:
         twin = OscState()
+        twin.args = list(self.args)
         twin.keys, twin.when = list(self.keys), list(self.when)
         twin.tools, twin.polls = list(self.tools), list(self.polls)
         twin.live, twin.same = self.live, self.same
@@ -57,12 +61,28 @@ def _any_poll(polls: list[bool], period: int) -> bool:
     return any(polls[index] for index in range(len(polls) - period, len(polls)))
 
 
-def _cycle_message(period: int, tools: list[str], cycles: int, start: int) -> str:
+def _cycle_message(
+    period: int, tools: list[str], cycles: int, start: int, args: list[Any] | None = None
+) -> str:
     return (
-        f"You are going round in a cycle of {period} calls ({' -> '.join(tools)}) that return the same "
+        f"You are going round in a cycle of {period} calls ({_cycle_calls(tools, args)}) that return the same "
         f"results each time: {cycles} full cycles since step {start}. Going round again will "
         "not change anything. " + advice(None)
     )
+
+
+def _cycle_calls(tools: list[str], args: list[Any] | None) -> str:
+    """The cycle's calls, "a -> b"; calls of one tool also show the arguments that differ
+    between them (``read_file path='a.py' -> read_file path='b.py'``)."""
+    if args is None or len(args) != len(tools) or len(set(tools)) == len(tools):
+        return " -> ".join(tools)
+    if all(isinstance(value, dict) for value in args):
+        keys = sorted({key for value in args for key in value}, key=str)
+        differ = [k for k in keys if len({repr(value.get(k)) for value in args}) > 1]
+        shown = [" ".join(f"{k}={short(value.get(k), 40)}" for k in differ[:3]) for value in args]
+    else:
+        shown = [short(value, 40) for value in args]
+    return " -> ".join(f"{tool} {what}".rstrip() for tool, what in zip(tools, shown, strict=True))
 
 
 class Oscillation:
@@ -98,6 +118,10 @@ class Oscillation:
 
     def _streaks(self, state: OscState, ev: Event, out: Monitor) -> None:
         keys, when = state.keys, state.when
+        recent = state.args
+        recent.append((ev.seq, ev.args))
+        if len(recent) > MAX_PERIOD:
+            del recent[0]
         size = len(keys)
         reported = False
         for period in range(MIN_PERIOD, MAX_PERIOD + 1):
@@ -135,10 +159,13 @@ class Oscillation:
                 named = ("cycle:" + digest(rotation), tool)
                 state.named[period] = named
             signature, tool = named
+            block_args = [args for seq, args in recent[-period:]]
+            if [seq for seq, _ in recent[-period:]] != when[-period:]:
+                block_args = []  # (not the cycle's calls: the message names tools only)
             out.report(
                 ("oscillation", signature, state.start[period]), level, cycles, tool,
                 signature, seqs, _cycle_message,
-                (period, block_tools, cycles, state.start[period]), False,
+                (period, block_tools, cycles, state.start[period], block_args or None), False,
             )  # fmt: skip
 
     def predict(self, state: OscState, ev: Event) -> list[tuple[Any, ...]]:

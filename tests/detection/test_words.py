@@ -31,3 +31,32 @@ def test_the_guard_message_holds_for_calls_with_different_arguments_too():
     messages = blocker_messages(calls, {"command": "python app.py --try 9"})
     assert messages
     assert all("already failed 4 times since step 0" in message for message in messages)
+
+
+def test_an_oscillation_between_calls_of_one_tool_shows_what_differs():
+    from detection import analyze
+
+    steps = []
+    for seq in range(8):
+        path = "a.py" if seq % 2 == 0 else "b.py"
+        steps.append(
+            Step(seq, "tool_call", tool="read_file", args={"path": path, "lines": 50},
+                 result=f"contents of {path}")
+        )  # fmt: skip
+    found = [f for f in analyze(steps).findings if f.detector == "oscillation"]
+    assert found, "reading two files in turn, with nothing new, is a cycle"
+    message = found[0].message
+    assert "read_file path=a.py -> read_file path=b.py" in message or (
+        "read_file path=b.py -> read_file path=a.py" in message
+    ), message
+    assert "lines=" not in message  # the same in both: not what differs
+
+
+def test_an_oscillation_between_tools_names_the_tools():
+    from detection import analyze
+
+    steps = [
+        Step(seq, "tool_call", tool="ab"[seq % 2], args={"x": 1}, result="same") for seq in range(8)
+    ]
+    found = [f for f in analyze(steps).findings if f.detector == "oscillation"]
+    assert found and ("(a -> b)" in found[0].message or "(b -> a)" in found[0].message)
