@@ -285,6 +285,16 @@ def test_hooks_fail_open_without_a_key_or_with_bad_input(home, project):
         assert (done.returncode, done.stdout) == (0, "")
 
 
+def fails_open_timed_out(env: dict[str, str], project: Path) -> float:
+    """Run a `pre` hook that must fail open on a timeout; return its wall time."""
+    started = time.monotonic()
+    done = loopboard("hook", "claude-code", "pre", env=env, cwd=project, stdin=json.dumps(PRE))
+    elapsed = time.monotonic() - started
+    assert (done.returncode, done.stdout) == (0, "")
+    assert "not guarding" in done.stderr and "timed out" in done.stderr
+    return elapsed
+
+
 def test_hooks_fail_open_on_a_server_that_never_answers(home, project):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -305,11 +315,7 @@ def test_hooks_fail_open_on_a_server_that_never_answers(home, project):
         "LOOPBOARD_HOOK_TIMEOUT": "0.5",
     }
     try:
-        started = time.monotonic()
-        done = loopboard("hook", "claude-code", "pre", env=env, cwd=project, stdin=json.dumps(PRE))
-        elapsed = time.monotonic() - started
-        assert (done.returncode, done.stdout) == (0, "")
-        assert "not guarding" in done.stderr and "timed out" in done.stderr
+        elapsed = fails_open_timed_out(env, project)
         assert 0.5 <= elapsed < 5, elapsed
         env.pop("LOOPBOARD_HOOK_TIMEOUT")  # the default: 1.5 s
         started = time.monotonic()
@@ -397,11 +403,7 @@ def test_a_hook_process_fails_open_at_its_deadline_on_a_trickling_server(home, p
     env = home | {"LOOPBOARD_URL": trickle.url, "LOOPBOARD_API_KEY": "lb_x"}
     env["LOOPBOARD_HOOK_TIMEOUT"] = "1"
     try:
-        started = time.monotonic()
-        done = loopboard("hook", "claude-code", "pre", env=env, cwd=project, stdin=json.dumps(PRE))
-        elapsed = time.monotonic() - started
-        assert (done.returncode, done.stdout) == (0, "")
-        assert "not guarding" in done.stderr and "timed out" in done.stderr
+        elapsed = fails_open_timed_out(env, project)
         assert 1 <= elapsed < 4, elapsed  # the deadline, plus starting Python on a busy machine
     finally:
         trickle.close()
