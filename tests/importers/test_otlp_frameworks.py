@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from runs.importers import iter_runs
 from runs.importers.otlp.frameworks import ToolMessage, call_arguments, tool_message
 
@@ -95,3 +97,53 @@ def test_adk_default_telemetry_names_the_tool_and_leaves_arguments_and_result_un
     (run,) = iter_runs(json.dumps(doc).encode(), source="adk.json")
     (step,) = run.steps
     assert (step.tool, step.args, step.result, step.status) == ("get_weather", None, None, "ok")
+
+
+def chat_spans_export(*, with_tool_span: bool, result: str) -> bytes:
+    """Two chat spans with their messages on the span (GenAI content capture on spans): the
+    first asks for a call, the second's input holds its result; exported by the real SDK."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("t")
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}
+    asked = [{"role": "assistant", "parts": [{"type": "tool_call", "id": "call_7",
+              "name": "read_file", "arguments": {"path": "missing.txt"}}]}]  # fmt: skip
+    answered = [{"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call_7", "response": result}]}]  # fmt: skip
+    with tracer.start_as_current_span(
+        "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}
+    ):
+        with tracer.start_as_current_span("chat gpt-4o", attributes={
+                **chat, "gen_ai.output.messages": json.dumps(asked)}):  # fmt: skip
+            pass
+        if with_tool_span:
+            with tracer.start_as_current_span("execute_tool read_file", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file",
+                    "gen_ai.tool.call.id": "call_7"}):  # fmt: skip
+                pass
+        with tracer.start_as_current_span("chat gpt-4o", attributes={
+                **chat, "gen_ai.input.messages": json.dumps(answered)}):  # fmt: skip
+            pass
+    return encode_spans(spans.get_finished_spans()).SerializeToString()
+
+
+@pytest.mark.parametrize("with_tool_span", [False, True])
+def test_calls_rebuilt_from_chat_spans_are_one_step_each_with_their_result(with_tool_span):
+    text = "Error: FileNotFoundError(2, 'No such file or directory')"
+    data = chat_spans_export(with_tool_span=with_tool_span, result=text)
+    (run,) = iter_runs(data, source="chat.pb")
+    (step,) = (s for s in run.steps if s.kind == "tool_call")
+    assert (step.tool, step.args, step.result, step.status) == (
+        "read_file",
+        {"path": "missing.txt"},
+        text,
+        "error",
+    )
+    first_chat = next(s for s in run.steps if s.kind == "assistant")
+    assert step.batch_id == first_chat.id and step.parent_id == first_chat.parent_id

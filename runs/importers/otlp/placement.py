@@ -322,6 +322,48 @@ def _is_claude(event: LogEvent) -> bool:
     )
 
 
+def rebuild_calls(collector: Collector) -> None:
+    """Rebuild calls from the messages on model spans (the GenAI instrumentations with content
+    on spans, no tool span of their own): each `tool_call` part of a span's
+    `gen_ai.output.messages` is a tool step beside that span, where a tool span would be (its
+    batch is the span; id = the call id; the kit's merge
+    joins it to a tool span with that id), and each `tool_call_response` part of a later span's
+    `gen_ai.input.messages` is the result of the call with its id. A call without an id is
+    left to the tool spans when its run has any (nothing to join it by)."""
+    if not collector.chats:
+        return
+    tools = _tool_steps(collector)
+    with_spans = {
+        collector.run_key(t) for t, steps in collector.traces.items()
+        for s in steps if s.kind == "tool_call"
+    }  # fmt: skip
+    results: dict[tuple[str, str], Any] = {}
+    for trace_id, model, attrs in collector.chats:
+        run = collector.run_key(trace_id)
+        for part in message_parts(attrs.get("gen_ai.input.messages"), "tool_call_response"):
+            if part.get("id"):
+                content = part.get("response", part.get("result"))
+                if content is not None:
+                    results.setdefault((run, str(part["id"])), content)
+        for part in message_parts(attrs.get("gen_ai.output.messages"), "tool_call"):
+            call_id = str(part.get("id") or "")
+            if not call_id and run in with_spans:
+                continue
+            steps = collector.traces[trace_id]
+            step = Step(seq=len(steps), kind="tool_call", id=call_id or None,
+                        parent_id=model.parent_id, started_at=model.ended_at or model.started_at)  # fmt: skip
+            step.tool = str(part.get("name") or "(unknown)")[:200]
+            step.args = clip_json(arguments(part.get("arguments")), collector.limits)
+            steps.append(step)
+            if call_id:
+                collector.call_ids[id(step)] = call_id
+                tools.setdefault((run, call_id), step)
+    for key, content in results.items():
+        step = tools.get(key)
+        if step is not None and step.result is None:
+            _rebuilt_result(step, content, collector)
+
+
 def place_logs(collector: Collector) -> None:
     """Turn the collector's log records into steps or join them to their spans (see above)."""
     if not collector.logs:

@@ -97,6 +97,7 @@ label = "OpenTelemetry OTLP traces (JSON, JSONL, protobuf)"
 
 _OUTPUT_TEXT = re.compile(r"llm\.output_messages\.(\d+)\.message\.content")
 _COMPLETION_TEXT = re.compile(r"gen_ai\.completion\.(\d+)\.content")
+CHAT_KEYS = {"gen_ai.input.messages", "gen_ai.output.messages"}  # messages on a model span
 _INDEXED_CALL = re.compile(
     r"(?:gen_ai\.completion|llm\.output_messages)\.(\d+)\.(?:message\.)?tool_calls\.(\d+)\.(.+)"
 )
@@ -433,6 +434,7 @@ class Collector:
         self.held = 0  # spans and log records kept so far, across traces
         self.agents: set[int] = set()  # id(step) of the steps made from agent spans
         self.contexts: dict[tuple[str, str], dict[str, Any]] = {}  # LangGraph tools node calls
+        self.chats: list[tuple[str, Step, dict[str, Any]]] = []  # model spans with messages
 
     def _hold(self) -> None:
         self.held += 1
@@ -493,6 +495,8 @@ class Collector:
             model = _pick(span.attrs, dialect, "model")
             if model:
                 meta.setdefault("model", str(unwrap(model)))
+            if CHAT_KEYS & span.attrs.keys():
+                self.chats.append((span.trace_id, step, span.attrs))
         else:
             _group_step(span, step, dialect, self.limits, meta)
             context = tool_call_context(span.attrs.get("input.value"))
@@ -512,6 +516,7 @@ class Collector:
 
         take_contexts(self)
         placement.fold_details(self)
+        placement.rebuild_calls(self)
         placement.place_logs(self)
         runs: dict[str, Run] = {}
         for trace_id, steps in self.traces.items():
