@@ -108,6 +108,8 @@ def test_a_framework_session_becomes_one_run_with_the_calls_and_the_verdict(
         assert [c["args"] for c in calls] == [args for _, args, *_ in expected.calls], shown
     else:  # the run says the trace does not carry them
         assert all(c["args"] is None and c["result"] is None for c in calls), shown
+        unknowns = run.get("unknowns") or {}
+        assert unknowns.get("names_only") is True, f"the run does not say so: {unknowns}\n{shown}"
     assert [c["status"] for c in calls] == [status for *_, status in expected.calls], shown
     for call, (_, _, result, _) in zip(calls, expected.calls, strict=True):
         if result is not None and framework.carries_content:
