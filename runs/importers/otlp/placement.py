@@ -1,4 +1,5 @@
-"""Where log records and detail spans go once every span of a file or buffer is read.
+"""Where log records and detail spans go once every span of a file or buffer is read, and
+the calls rebuilt from the messages on model spans (`rebuild_calls`).
 
 Written from the format notes §3.23, not from a real export:
 
