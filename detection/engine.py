@@ -39,7 +39,7 @@ from .detectors.similarity import (
     StallState,
 )
 from .detectors.streams import MessageLoop, Streak, StreakState, Text
-from .findings import _RANK, Analysis, Check, Finding, Ledger, Waste, worst
+from .findings import _RANK, Analysis, Check, Finding, Ledger, Waste, group_loops, worst
 from .keys import Digester, Fault, digester, error_fault, value_digest
 from .model import Run
 from .policy import Policy, ToolSettings
@@ -632,9 +632,22 @@ class Monitor:
     # -- results ------------------------------------------------------------------------
     @property
     def findings(self) -> list[Finding]:
-        """Return every finding so far, ordered by the step where it fired."""
-        out = [self._finding(inc) for inc in self._incidents.values()]
-        out.sort(key=lambda finding: finding.fired_at)
+        """Return every finding so far, ordered by the step where it fired, each marked with
+        its loop (``Finding.loop``: findings over the same calls are one loop); a loop's lead
+        carries the loop's waste, each step once."""
+        pairs = [(self._finding(inc), inc) for inc in self._incidents.values()]
+        pairs.sort(key=lambda pair: pair[0].fired_at)
+        out = [finding for finding, _ in pairs]
+        leads = group_loops(out)
+        spans: dict[int, list[tuple[Totals, Totals]]] = {}
+        for index, lead in enumerate(leads):
+            out[index].loop = lead
+            inc = pairs[index][1]
+            if inc.mark is not None and inc.last is not None:
+                spans.setdefault(lead, []).append((inc.mark, inc.last))
+        for lead, parts in spans.items():
+            if len(parts) > 1:
+                out[lead].waste = self._cost_of(parts)
         return out
 
     @property

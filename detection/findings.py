@@ -8,7 +8,7 @@ where a dataclass keeps a generated Python ``__init__`` (a run can have thousand
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +82,8 @@ class Finding:
     """
 
     __slots__ = (
-        "count", "detector", "fired_at", "message", "rule", "seqs", "severity", "signature",
-        "started_at", "stop_at", "threshold", "tool", "waste",
+        "count", "detector", "fired_at", "loop", "message", "rule", "seqs", "severity",
+        "signature", "started_at", "stop_at", "threshold", "tool", "waste",
     )  # fmt: skip
 
     def __init__(
@@ -101,6 +101,7 @@ class Finding:
         waste: Waste | None = None,  # its own iterations after its first warn (Waste)
         stop_at: int | None = None,  # seq where it crossed the stop threshold
         started_at: int | None = None,  # seq of the loop's first iteration (default: fired_at)
+        loop: int = -1,  # index (in the run's findings) of the loop it belongs to; -1: its own
     ) -> None:
         self.detector = detector
         self.severity = severity
@@ -115,6 +116,7 @@ class Finding:
         self.waste = waste if waste is not None else Waste()
         self.stop_at = stop_at
         self.started_at = started_at if started_at is not None else fired_at
+        self.loop = loop
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +133,7 @@ class Finding:
             "waste": self.waste.to_dict(),
             "stop_at": self.stop_at,
             "started_at": self.started_at,
+            "loop": self.loop,
         }
 
     def __eq__(self, other: object) -> bool:
@@ -303,3 +306,39 @@ class Analysis:
             "unknown_args": self.unknown_args,
             "unknown_results": self.unknown_results,
         }
+
+
+def group_loops(findings: Sequence[Finding]) -> list[int]:
+    """Return, for each finding, the index of the finding that leads its loop.
+
+    Warn and stop findings over the same calls (sharing a step) are one loop, whichever
+    detectors saw it (a failing submit seen by repeat and blocker, a failing write by
+    mutating_failure and repeat): the most severe leads, then the earliest to fire. An info
+    finding is a loop of its own.
+    """
+    parent = list(range(len(findings)))
+    owner: dict[int, int] = {}  # seq -> a finding over it
+    for index, finding in enumerate(findings):
+        if finding.severity == "info":
+            continue
+        for seq in finding.seqs:
+            other = owner.setdefault(seq, index)
+            if other != index:
+                parent[_root(parent, index)] = _root(parent, other)
+    members: dict[int, list[int]] = {}
+    for index in range(len(findings)):
+        members.setdefault(_root(parent, index), []).append(index)
+    lead = list(range(len(findings)))
+    for group in members.values():
+        first = min(group, key=lambda i: (-_RANK[findings[i].severity], findings[i].fired_at, i))
+        for index in group:
+            lead[index] = first
+    return lead
+
+
+def _root(parent: list[int], index: int) -> int:
+    """Return the representative of index's set (union-find, halving the path)."""
+    while parent[index] != index:
+        parent[index] = parent[parent[index]]
+        index = parent[index]
+    return index

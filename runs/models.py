@@ -336,6 +336,11 @@ class Finding(models.Model):
     waste_tokens = models.BigIntegerField(null=True, blank=True)
     waste_cost = models.FloatField(null=True, blank=True)
     waste_seconds = models.FloatField(null=True, blank=True)
+    # Findings over the same calls are one loop (detection.findings.group_loops): `loop` is
+    # the position, in the run's findings, of the one that leads it (-1: its own, as live
+    # findings are until the final analysis); only a lead counts for issues and waste.
+    loop = models.IntegerField(default=-1)
+    lead = models.BooleanField(default=True)
     # The loop's fingerprint (`detection.fingerprints`) and the issue it is grouped into.
     fingerprint = models.CharField(max_length=16, blank=True)
     issue = models.ForeignKey(

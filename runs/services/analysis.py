@@ -121,7 +121,9 @@ def write(
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()
         Finding.objects.bulk_create(
-            finding_row(a.run, finding) for a in analyzed for finding in a.result.findings
+            finding_row(a.run, finding, index)
+            for a in analyzed
+            for index, finding in enumerate(a.result.findings)
         )
         labels.reattach(existing)  # labels of the rewritten findings find their new rows
         # Loop issues: the findings grouped by fingerprint (a re-analyzed run's old share is
@@ -194,8 +196,8 @@ def finish_trace(trace_id: int) -> None:
         )
 
 
-def finding_row(run: Run, finding: detection.Finding) -> Finding:
-    """Return the unsaved row for one engine finding."""
+def finding_row(run: Run, finding: detection.Finding, index: int | None = None) -> Finding:
+    """Return the unsaved row for one engine finding (the run's index-th, when known)."""
     waste = finding.waste
     return Finding(
         run=run,
@@ -215,6 +217,8 @@ def finding_row(run: Run, finding: detection.Finding) -> Finding:
         waste_tokens=waste.tokens if waste else None,
         waste_cost=waste.cost if waste else None,
         waste_seconds=waste.seconds if waste else None,
+        loop=finding.loop,
+        lead=finding.loop < 0 or index is None or finding.loop == index,
     )
 
 

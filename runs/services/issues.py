@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields
 from datetime import date
 
@@ -29,6 +29,7 @@ from django.utils import timezone
 
 import detection
 from detection import fingerprints
+from detection.findings import group_loops
 
 from ..models import Finding, IssueDay, IssueFacet, IssueRun, LoopIssue, Project, Run, Step
 from . import storage
@@ -90,10 +91,17 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     steps = _steps_for([(row[1], engine[row[0]]) for row in fresh])
     marks: dict[int, str] = {}  # finding id -> fingerprint
     first: dict[tuple[int, str], tuple] = {}  # (project, fingerprint) -> its first finding row
-    for row in fresh:
-        marks[row[0]] = mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
-        if row[3] != Finding.Severity.INFO:
-            first.setdefault((runs[row[1]].project_id, mark), row)
+    for row in fresh:  # the loops' leads: a loop is fingerprinted by the finding leading it
+        if row[_LEAD]:
+            mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
+            marks[row[0]] = mark
+            if row[3] != Finding.Severity.INFO:
+                first.setdefault((runs[row[1]].project_id, mark), row)
+    for row, lead in _loop_leads(fresh):  # the others join their lead's issue
+        mark = marks.get(lead[0]) if lead is not None else None
+        if mark is None:  # its lead is not among these rows: a loop of its own
+            mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
+        marks[row[0]] = mark
     titles = {  # a title per issue (its first finding's), not per finding
         key: fingerprints.describe(engine[row[0]], steps.get(row[1], {}))
         for key, row in first.items()
@@ -112,15 +120,33 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     return events
 
 
-# What group_runs reads of a finding (the engine's finding, then the issue it may keep).
+# What group_runs reads of a finding (the engine's finding, the issue it may keep, its loop).
 _FINDING_FIELDS = (
     "pk", "run_id", "detector", "severity", "tool", "signature", "seqs", "message", "issue_id",
+    "fired_at", "loop", "lead",
 )  # fmt: skip
+_LEAD = 11
+
+
+def _loop_leads(rows: list[tuple]) -> Iterator[tuple[tuple, tuple | None]]:
+    """Yield each finding row that does not lead its loop, with the row that does (None
+    when that one is not among the rows). A loop is named by its lead's position in its
+    run's findings, in their stored order (fired_at, id)."""
+    followers = [row for row in rows if not row[_LEAD]]
+    if not followers:
+        return
+    ordered: dict[int, list[tuple]] = {}
+    for row in sorted(rows, key=lambda r: (r[9], r[0])):
+        ordered.setdefault(row[1], []).append(row)
+    for row in followers:
+        run_rows, index = ordered[row[1]], row[10]
+        lead = run_rows[index] if 0 <= index < len(run_rows) else None
+        yield row, lead if lead is not None and lead[_LEAD] else None
 
 
 def _engine_finding(row: tuple) -> detection.Finding:
     """Return the engine's finding for a stored row (what fingerprints read of it)."""
-    _pk, _run, detector, severity, tool, signature, seqs, message, _issue = row
+    _pk, _run, detector, severity, tool, signature, seqs, message, _issue = row[:9]
     return detection.Finding(
         detector, severity, tool or None, signature, tuple(seqs), 0, 0, 0, message, ""
     )
@@ -295,8 +321,9 @@ _SEEN = "COALESCE(r.started_at, r.created_at)"
 _RUN_ROWS = f"""
 INSERT INTO {_IR} (issue_id, run_id, seen, findings, waste_steps, waste_tokens, waste_cost,
     waste_seconds, agent, model, version)
-SELECT f.issue_id, r.id, {_SEEN}, count(*), COALESCE(sum(f.waste_steps), 0),
-    sum(f.waste_tokens), sum(f.waste_cost), sum(f.waste_seconds), r.agent,
+SELECT f.issue_id, r.id, {_SEEN}, count(*) FILTER (WHERE f.lead),
+    COALESCE(sum(f.waste_steps) FILTER (WHERE f.lead), 0), sum(f.waste_tokens) FILTER (WHERE f.lead),
+    sum(f.waste_cost) FILTER (WHERE f.lead), sum(f.waste_seconds) FILTER (WHERE f.lead), r.agent,
     COALESCE(left(r.metadata->>'model', 200), ''), r.agent_version
 FROM {_F} f JOIN {_R} r ON r.id = f.run_id
 WHERE f.issue_id IS NOT NULL AND {{where}}
@@ -498,9 +525,36 @@ def regroup(projects: QuerySet[Project] | None = None, *, batch: int = 500) -> i
             chunk = run_ids[start : start + batch]
             with transaction.atomic():
                 runs = Run.objects.select_for_update().filter(pk__in=chunk).order_by("pk")
-                group_runs(list(runs))
+                runs = list(runs)
+                mark_loops(chunk)
+                group_runs(runs)
             total += len(chunk)
     return total
+
+
+def mark_loops(run_ids: list[int]) -> int:
+    """Mark which stored findings of these runs are one loop (`Finding.loop`, `lead`), as
+    the engine marks them (detection.findings.group_loops), for findings stored before
+    loops were grouped; returns the rows changed. A lead keeps its own waste until the run
+    is analyzed again (which gives it the loop's, each step once)."""
+    rows = (
+        Finding.objects.filter(run_id__in=run_ids)
+        .order_by("run_id", "fired_at", "id")
+        .values_list("pk", "run_id", "detector", "severity", "seqs", "fired_at", "loop", "lead")
+    )
+    by_run: dict[int, list[tuple]] = defaultdict(list)
+    for row in rows:
+        by_run[row[1]].append(row)
+    changed = []
+    for found in by_run.values():
+        engine = [
+            detection.Finding(r[2], r[3], None, "", tuple(r[4]), 0, 0, r[5], "", "") for r in found
+        ]
+        for index, (row, lead) in enumerate(zip(found, group_loops(engine), strict=True)):
+            if (row[6], row[7]) != (lead, lead == index):
+                changed.append(Finding(pk=row[0], loop=lead, lead=lead == index))
+    Finding.objects.bulk_update(changed, ["loop", "lead"], batch_size=1000)
+    return len(changed)
 
 
 # -- people's judgement --------------------------------------------------------------------

@@ -130,6 +130,12 @@ def run_header_context(run: Run, all_findings: bool = False) -> dict:
     judged = labels_service.for_findings(run, findings)
     for finding in findings:
         finding.label = judged.get(finding.pk)  # what _label.html shows
+        finding.also, finding.part_of = [], None  # one loop seen by several detectors
+    for finding in findings:
+        if not finding.lead and 0 <= finding.loop < len(findings):
+            lead = findings[finding.loop]
+            lead.also.append(finding.detector)
+            finding.part_of = lead
     fired = [f.fired_at for f in findings if f.severity != "info"]
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     return {

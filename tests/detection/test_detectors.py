@@ -461,7 +461,23 @@ def test_loops_that_overlap_count_their_steps_once_in_the_run_s_waste():
     flagged = [f for f in result.findings if f.severity != "info"]
     assert {"tool_a", "tool_b"} <= {f.tool for f in flagged}
     for finding in flagged:  # each its own iterations after the warn, up to its last
-        if finding.detector in ("repeat", "blocker"):
+        if finding.detector in ("repeat", "blocker") and result.findings[finding.loop] != finding:
             assert finding.waste.steps == finding.seqs[-1] - finding.fired_at
-    spans = [set(range(f.fired_at + 1, f.fired_at + 1 + f.waste.steps)) for f in flagged]
+    spans = [
+        set(range(f.fired_at + 1, f.seqs[-1] + 1)) for f in flagged if f.detector != "oscillation"
+    ]
     assert result.waste.steps == len(set().union(*spans)) < sum(map(len, spans))
+
+
+def test_detectors_that_fire_over_the_same_calls_are_one_loop_led_by_the_worst():
+    """A failing write_file seen by mutating_failure and repeat is one loop, not two."""
+    trace = Trace()
+    for _ in range(6):
+        trace.call("write_file", {"path": "a.py"}, "PermissionError: a.py", status="error")
+    trace.call("read_file", {"path": "b.py"}, "b")
+    result = analyze(trace.steps)
+    flagged = [f for f in result.findings if f.severity != "info"]
+    assert {f.detector for f in flagged} == {"mutating_failure", "repeat"}
+    assert {f.loop for f in flagged} == {0}  # the first to reach stop leads
+    lead = result.findings[0]
+    assert lead.waste == result.waste  # the loop's waste, each step once
