@@ -211,3 +211,35 @@ def test_a_public_nat64_address_is_still_accepted_for_webhooks(api, settings):
     settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = False
     body = {"name": "x", "kind": "webhook", "url": "http://[64:ff9b::808:808]/hook"}  # 8.8.8.8
     assert send(api, "post", "/api/channels", body).status_code == 201
+
+
+LOG_RECORDS = {  # whole records: a time of 1e400, a session id with a lone surrogate
+    "time 1e400": '{"timeUnixNano": 1e400, "eventName": "x", "body": {"stringValue": "ok"}}',
+    "surrogate session": (
+        '{"timeUnixNano": "1700000000000000000", "eventName": "claude_code.tool_result",'
+        ' "attributes": [{"key": "session.id", "value": {"stringValue": "s\\ud800"}},'
+        ' {"key": "tool_name", "value": {"stringValue": "Bash\\ud800"}}],'
+        ' "body": {"stringValue": "ok\\ud800"}}'
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", LOG_RECORDS)
+def test_v1_logs_records_with_1e400_or_a_lone_surrogate_are_taken_not_a_500(
+    client, key, project, otlp_eager, case
+):
+    body = (
+        '{"resourceLogs": [{"resource": {"attributes": []}, "scopeLogs": [{"logRecords": ['
+        + LOG_RECORDS[case]
+        + "]}]}]}"
+    ).encode()
+    response = _post_logs(client, key, body)
+    assert response.status_code == 200, response.content
+    trace = Trace.objects.get(project=project, source="otlp")
+    if case == "surrogate session":  # a run, its names cleaned
+        assert trace.status == "analyzed", trace.error
+        run = Run.objects.get(project=project)
+        assert run.external_id == "s\ufffd" and run.tools == ["Bash\ufffd"]
+    else:  # no step in it: failed, saying so
+        assert trace.status == "failed" and "hold no agent step" in trace.error
