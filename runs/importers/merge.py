@@ -43,16 +43,6 @@ FILLED = ("args", "result", "started_at", "ended_at", "tokens_in", "tokens_out",
           "batch_id", "parent_id")  # fmt: skip
 
 
-def call_id_of(step: Step, call_ids: Mapping[int, str]) -> str | None:
-    """Return the call id of a tool step: the importer's note for it, else its step id."""
-    if step.kind != "tool_call":
-        return None
-    noted = call_ids.get(id(step))
-    if noted:
-        return noted
-    return str(step.id) if step.id not in (None, "") else None
-
-
 def is_copy(first: Step, later: Step) -> bool:
     """Return whether `later` is a copy of `first` (same call id assumed; see the module)."""
     if first.tool != later.tool and UNKNOWN_TOOL not in (first.tool, later.tool):
@@ -79,20 +69,32 @@ def absorb(kept: Step, copy: Step) -> None:
 
 def merge_copies(run: Run, call_ids: Mapping[int, str] | None = None) -> int:
     """Merge every copy of a call into the step written first; return how many were merged."""
-    call_ids = call_ids or {}
-    earlier: dict[str, list[Step]] = {}
+    noted = call_ids or {}
+    earlier: dict[str, list[Step]] = {}  # call id -> the tool steps kept with it
     moved: dict[str, str] = {}  # a removed copy's step id -> the kept step's id
     kept: list[Step] = []
     for step in run.steps:
-        call_id = call_id_of(step, call_ids)
-        if call_id is None:
-            kept.append(step)
+        kept.append(step)
+        if step.kind != "tool_call":
             continue
-        first = next((s for s in earlier.get(call_id, ()) if is_copy(s, step)), None)
+        call_id = noted.get(id(step)) if noted else None
+        if not call_id:
+            if step.id is None or step.id == "":
+                continue
+            call_id = str(step.id)
+        candidates = earlier.get(call_id)
+        if candidates is None:
+            earlier[call_id] = [step]
+            continue
+        first = None
+        for candidate in candidates:
+            if is_copy(candidate, step):
+                first = candidate
+                break
         if first is None:
-            earlier.setdefault(call_id, []).append(step)
-            kept.append(step)
+            candidates.append(step)
             continue
+        kept.pop()
         absorb(first, step)
         if step.id is not None and first.id is not None and step.id != first.id:
             moved[str(step.id)] = str(first.id)
