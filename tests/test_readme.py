@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import background_worker  # noqa: F401 - the uploads' work, in threads
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -149,7 +151,12 @@ def test_the_offline_commands_work_as_written(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_commands_against_a_server_work_as_written(live_server, process, tmp_path):
+def test_the_commands_against_a_server_work_as_written(
+    live_server,
+    process,
+    background_worker,  # noqa: F811 - the fixture imported above
+    tmp_path,
+):
     """The README's server commands, in its order, in one shell (as a reader would), against
     a live test server in place of 127.0.0.1:8000 whose demo project has a loop issue."""
     from runs.models import LoopIssue, Project
@@ -171,5 +178,7 @@ def test_the_commands_against_a_server_work_as_written(live_server, process, tmp
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-2000:]
+    for thread in background_worker:  # what the uploads and the policy change queued
+        thread.join(timeout=60)
     issue = LoopIssue.objects.filter(project=demo, state="resolved").get()
     assert issue.resolved_in_version == "1.1"  # the PATCH reached the issue it looked up
