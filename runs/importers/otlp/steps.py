@@ -47,6 +47,7 @@ Span -> step, by the role the dialect table gives it:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import IO, Any
@@ -235,6 +236,7 @@ def _tool_step(span: Span, step: Step, dialect: Dialect, limits: Limits) -> str 
         step.text = clip_strings(text_of(answer) or text_of(result), limits.max_value_chars)
         return None
     step.args = clip_json(args, limits)
+    result = _result_value(result, dialect)
     message = tool_message(result)
     if message is not None:  # a LangChain ToolMessage: its content is the result
         result = message.content
@@ -246,6 +248,24 @@ def _tool_step(span: Span, step: Step, dialect: Dialect, limits: Limits) -> str 
     step.status = "error" if error else "ok"
     call_id = optional_text(unwrap(_pick(attrs, dialect, "call_id")))
     return call_id or (message.call_id if message is not None else None)
+
+
+def _result_value(value: Any, dialect: Dialect) -> Any:
+    """Return a tool result as the tool gave it: a JSON string literal (how OpenLLMetry,
+    MLflow and the Vercel AI SDK serialise a text result) is its text; Google ADK wraps a
+    function's return value as `{"result": ...}`."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, str):
+            value = decoded
+    if dialect.name == "google_adk":
+        parsed = parse_json_text(value)
+        if isinstance(parsed, dict) and len(parsed) == 1 and "result" in parsed:
+            return parsed["result"]
+    return value
 
 
 _TEXT_KEYS = ("text", "content", "output", "completion", "response", "message", "messages",
