@@ -27,7 +27,7 @@ from psycopg.types.json import Jsonb
 import detection
 
 from ..models import Alert, AlertRule, Finding, LoopIssue, Project, Run, Verdict
-from . import queue
+from . import queue, storage
 
 SEVERITY_RANK = {Verdict.WARN: 1, Verdict.STOP: 2}
 MAX_FINDINGS = 10  # in one run alert's payload
@@ -79,7 +79,7 @@ def save_rule(
 
 def check_rule(rule: AlertRule) -> None:
     """Raise RuleInvalid unless the rule's fields make sense for its kind."""
-    rule.name = (rule.name or "").strip()[:100]
+    rule.name = storage.clean_text((rule.name or "").strip()[:100])  # NUL: PostgreSQL refuses
     if not rule.name:
         raise RuleInvalid("give the rule a name")
     if rule.kind not in AlertRule.Kind.values:
@@ -89,7 +89,7 @@ def check_rule(rule: AlertRule) -> None:
     if rule.no_data not in AlertRule.NoData.values:
         raise RuleInvalid(f"no_data must be one of {', '.join(AlertRule.NoData.values)}")
     rule.tools, rule.agents, rule.detectors = (
-        sorted({item.strip()[:limit] for item in items if item.strip()})[:50]
+        sorted({storage.clean_text(item.strip()[:limit]) for item in items if item.strip()})[:50]
         for items, limit in ((rule.tools, 200), (rule.agents, 200), (rule.detectors, 40))
     )
     if rule.kind == AlertRule.Kind.RATE:

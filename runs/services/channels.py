@@ -24,7 +24,7 @@ from django.core.validators import EmailValidator, ValidationError
 from django.db import transaction
 
 from ..models import Channel, Project
-from . import access
+from . import access, storage
 
 SLACK_HOST = "hooks.slack.com"
 MAX_RECIPIENTS = 20
@@ -105,7 +105,7 @@ def update_channel(channel: Channel, data: ChannelData) -> str:
 def _apply(channel: Channel, data: ChannelData, *, new: bool) -> str:
     """Set the validated fields on the channel (unsaved); return the secret to show once."""
     if data.name is not None or new:
-        name = (data.name or "").strip()[:100]
+        name = storage.clean_text((data.name or "").strip()[:100])
         if not name:
             raise ChannelInvalid("give the channel a name")
         channel.name = name
@@ -126,7 +126,7 @@ def _apply(channel: Channel, data: ChannelData, *, new: bool) -> str:
         if len(shown) < 16:
             raise ChannelInvalid("a signing secret needs at least 16 characters")
         channel.secret_encrypted = encrypt(shown)
-    channel.hint = hint(url, shown or secret_of(channel))
+    channel.hint = storage.clean_text(hint(url, shown or secret_of(channel)))
     return shown
 
 

@@ -243,3 +243,14 @@ def test_v1_logs_records_with_1e400_or_a_lone_surrogate_are_taken_not_a_500(
         assert run.external_id == "s\ufffd" and run.tools == ["Bash\ufffd"]
     else:  # no step in it: failed, saying so
         assert trace.status == "failed" and "hold no agent step" in trace.error
+
+
+def test_a_nul_in_an_alert_rule_or_channel_name_is_stored_cleaned_not_a_500(api):
+    rule = send(api, "post", "/api/alert-rules",
+                {"name": "d\x00", "kind": "run", "tools": ["web\x00*"]})  # fmt: skip
+    assert rule.status_code == 201, rule.content
+    assert rule.json()["name"] == "d\ufffd" and rule.json()["tools"] == ["web\ufffd*"]
+    channel = send(api, "post", "/api/channels",
+                   {"name": "ops\x00", "kind": "email", "recipients": ["a@example.com"]})  # fmt: skip
+    assert channel.status_code == 201, channel.content
+    assert channel.json()["name"] == "ops\ufffd"
