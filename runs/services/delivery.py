@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import smtplib
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -309,18 +310,29 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
     headers = {**headers, "Host": parts.netloc}
     extensions = {"sni_hostname": parts.hostname}
     timeout = settings.LOOPBOARD_ALERT_TIMEOUT_SECONDS
+    # httpx's timeout holds per read: a peer that trickles a byte at a time would hold the
+    # call for ever. The deadline is for the whole call: at it, the connection is closed.
+    client = httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False)
+    deadline = threading.Timer(timeout, client.close)
+    deadline.daemon = True
+    deadline.start()
+    started = time.monotonic()
     try:
         with (
-            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+            client,
             client.stream(
                 "POST", target, content=body, headers=headers, extensions=extensions
             ) as response,
         ):
-            answer = _read_capped(response)
-    except httpx.TimeoutException:
+            answer = _read_capped(response, started + timeout)
+    except (httpx.TimeoutException, DeadlinePassed):
         return Outcome(False, retry=True, error=f"timed out after {timeout:g} s")
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, RuntimeError) as exc:
+        if time.monotonic() - started >= timeout:  # closed at the deadline, mid-read
+            return Outcome(False, retry=True, error=f"timed out after {timeout:g} s")
         return Outcome(False, retry=True, error=f"{type(exc).__name__} reaching {parts.hostname}")
+    finally:
+        deadline.cancel()
     code = response.status_code
     if 200 <= code < 300:
         return Outcome(True, code=code)
@@ -339,12 +351,18 @@ def pinned(url: str, address: str) -> str:
     return urlunsplit(parts._replace(netloc=host + port))
 
 
-def _read_capped(response: httpx.Response) -> bytes:
+class DeadlinePassed(Exception):
+    """A call's overall deadline passed while its answer was still coming."""
+
+
+def _read_capped(response: httpx.Response, deadline: float) -> bytes:
     answer = b""
     for chunk in response.iter_bytes():
         answer += chunk
         if len(answer) >= MAX_RESPONSE_BYTES:
             break
+        if time.monotonic() > deadline:
+            raise DeadlinePassed
     return answer[:MAX_RESPONSE_BYTES]
 
 

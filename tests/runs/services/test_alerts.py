@@ -145,6 +145,29 @@ def test_a_timeout_and_a_refused_connection_are_retried(project, eager, receiver
     assert errors[1].startswith("ConnectError")
 
 
+def test_a_receiver_that_trickles_a_byte_at_a_time_is_cut_at_the_overall_deadline(
+    project, eager, settings
+):
+    """httpx's timeout holds per read: a receiver sending one byte a second never trips it.
+    The call as a whole ends at LOOPBOARD_ALERT_TIMEOUT_SECONDS, logged and retried."""
+    import time
+
+    from tests.cli.test_hook_install import Trickle
+
+    settings.LOOPBOARD_ALERT_TIMEOUT_SECONDS = 1.5
+    settings.LOOPBOARD_ALLOW_PRIVATE_WEBHOOKS = True
+    trickle = Trickle()
+    try:
+        started = time.monotonic()
+        outcome = delivery.post(trickle.url + "/hook", b"{}", {})
+        took = time.monotonic() - started
+    finally:
+        trickle.close()
+    assert not outcome.sent and outcome.retry
+    assert outcome.error == "timed out after 1.5 s"
+    assert took < 6  # not the 10,000 s the trickle would take
+
+
 def test_redirects_are_not_followed(project, eager, receivers):
     elsewhere = receivers()
     bouncer = receivers([302], location=elsewhere.url)
