@@ -452,7 +452,7 @@ class Collector:
         self.logs: list[LogEvent] = []
         self.dialects: dict[str, set[str]] = {}  # trace id -> dialects its spans were read by
         self.held = 0  # spans and log records kept so far, across traces
-        self.agents: set[int] = set()  # id(step) of the steps made from agent spans
+        self.agents: dict[int, str] = {}  # id(step) of a step made from an agent span -> who
         self.contexts: dict[tuple[str, str], dict[str, Any]] = {}  # LangGraph tools node calls
         self.chats: list[tuple[str, Step, dict[str, Any]]] = []  # model spans with messages
 
@@ -522,8 +522,9 @@ class Collector:
             context = tool_call_context(span.attrs.get("input.value"))
             if context is not None:
                 self.contexts[(span.trace_id, span.span_id)] = context
-            if role == AGENT:
-                self.agents.add(id(step))
+            if role == AGENT:  # the agent's identity: its name, else the span's
+                name = _pick(span.attrs, dialect, "agent")
+                self.agents[id(step)] = str(unwrap(name)) if name else span.name
         return step
 
     def run_key(self, trace_id: str) -> str:
@@ -574,21 +575,26 @@ class Collector:
         ]
 
     def _open_subagent_lanes(self, run: Run) -> None:
-        """Give each agent span nested in another agent's span a lane of its own.
+        """Give each agent span nested in another agent's a lane of its own: a sub-agent.
 
-        The outermost agent is the run's main agent; the spans between an agent and its calls
-        (turns, steps, chains, graph nodes) open no lane (`lanes.py`).
+        The outermost agent is the run's main agent. An agent span inside one of the same
+        identity (a framework's span per turn of one agent) is that agent still, and the
+        spans between an agent and its calls (turns, steps, chains, graph nodes) open no
+        lane (`lanes.py`).
         """
         if not self.agents:
             return
         by_id = {step.id: step for step in run.steps if step.id}
         for step in run.steps:
-            if id(step) not in self.agents or step.lane is not None:
+            who = self.agents.get(id(step))
+            if who is None or step.lane is not None:
                 continue
             parent, hops = by_id.get(step.parent_id), 0
             while parent is not None and hops < 1000:
-                if id(parent) in self.agents:
-                    step.lane = f"agent:{step.id}"
+                above = self.agents.get(id(parent))
+                if above is not None:
+                    if above != who:
+                        step.lane = f"agent:{step.id}"
                     break
                 parent, hops = by_id.get(parent.parent_id), hops + 1
 
