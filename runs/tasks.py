@@ -82,6 +82,12 @@ def deliver(self, alert_id: int, channel_id: int) -> None:
         raise self.retry(countdown=retry_in, max_retries=None)
 
 
+@app.task(soft_time_limit=60, time_limit=90, ignore_result=True)
+def send_test_delivery(alert_id: int, channel_id: int) -> None:
+    """Send a channel's test message (queued by the settings page); its row in the log."""
+    delivery.send_queued_test(alert_id, channel_id)
+
+
 @app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
 def evaluate_alert_rules() -> None:
     """Queue the measure of each rate rule over its window (beat, every minute)."""

@@ -36,7 +36,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..models import Alert, Channel, Delivery, Project
-from . import alerts, channels
+from . import alerts, channels, queue
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,35 @@ def backoff(attempt: int) -> float:
     return min(settings.LOOPBOARD_ALERT_RETRY_SECONDS * 2 ** (attempt - 1), 3600)
 
 
-def send_test(channel: Channel) -> Delivery:
+def send_test(channel: Channel, alert: Alert | None = None) -> Delivery:
     """Send a test message to a channel now (one attempt, no retry); return its log row."""
+    alert = alert or test_alert(channel)
+    message, outcome = render_and_send(alert, channel)
+    status = Delivery.Status.SENT if outcome.sent else Delivery.Status.FAILED
+    return _log(alert, channel, 1, status, outcome, message)
+
+
+def queue_test(channel: Channel) -> Alert:
+    """Queue a test message to a channel (the worker sends it, once the transaction
+    commits): a page never waits on a slow receiver. Its result goes to the delivery log."""
+    alert = test_alert(channel)
+    queue.queue_test_delivery(alert.pk, channel.pk)
+    return alert
+
+
+def send_queued_test(alert_id: int, channel_id: int) -> Delivery | None:
+    """The worker's half of `queue_test`: send it, unless the channel or alert is gone."""
+    alert = Alert.objects.filter(pk=alert_id, rule=None).first()
+    channel = Channel.objects.filter(pk=channel_id).select_related("project").first()
+    if alert is None or channel is None:
+        return None
+    if channel.deliveries.filter(alert=alert).exists():
+        return None  # a redelivered task: the attempt is logged already
+    return send_test(channel, alert)
+
+
+def test_alert(channel: Channel) -> Alert:
+    """Make the alert row of a test message to a channel."""
     project = channel.project
     payload = {
         "kind": "test",
@@ -114,12 +141,9 @@ def send_test(channel: Channel) -> Delivery:
         "project": alerts.project_ref(project),
         "created_at": timezone.now().isoformat(),
     }
-    alert = Alert.objects.create(
+    return Alert.objects.create(
         rule=None, key=f"test:{channel.pk}:{uuid.uuid4().hex}", payload=payload
     )
-    message, outcome = render_and_send(alert, channel)
-    status = Delivery.Status.SENT if outcome.sent else Delivery.Status.FAILED
-    return _log(alert, channel, 1, status, outcome, message)
 
 
 def render_and_send(alert: Alert, channel: Channel) -> tuple[Message, Outcome]:

@@ -92,6 +92,11 @@ def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:
         tasks.deliver.delay_on_commit(alert_id, channel_id)
 
 
+def queue_test_delivery(alert_id: int, channel_id: int) -> None:
+    """Send a channel's test message from the worker once the transaction commits."""
+    tasks.send_test_delivery.delay_on_commit(alert_id, channel_id)
+
+
 def depths() -> dict[str, int] | None:
     """Return how many tasks wait in each queue, from the broker: the lengths of the Redis
     lists, or the message files of the embedded filesystem transport; None for a broker that

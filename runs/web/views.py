@@ -636,13 +636,12 @@ def alert_channel_action(request: HttpRequest, slug: str, channel_id: int) -> Ht
     channel = get_object_or_404(project.channels, pk=channel_id)
     action = request.POST.get("action")
     if action == "test":
-        sent = alert_delivery.send_test(channel)
-        if sent.status == sent.Status.SENT:
-            messages.success(
-                request, f"Test sent to “{channel.name}” ({sent.response_code or 'ok'})."
-            )
-        else:
-            messages.error(request, f"Test to “{channel.name}” failed: {sent.error}")
+        alert_delivery.queue_test(channel)
+        messages.success(
+            request,
+            f"Test queued for “{channel.name}”: its result shows in the delivery log "
+            "as soon as the worker has sent it.",
+        )
     elif action in ("enable", "disable"):
         channel_service.update_channel(
             channel, channel_service.ChannelData(enabled=action == "enable")

@@ -54,12 +54,26 @@ def test_a_private_url_is_refused_without_the_setting(client_in, project, settin
     assert not Channel.objects.exists()
 
 
-def test_send_test_reaches_the_receiver_and_shows_in_the_log(client_in, project, receiver):
+def test_send_test_is_queued_reaches_the_receiver_and_shows_in_the_log(
+    client_in, project, receiver, django_capture_on_commit_callbacks
+):
+    """The page does not wait on the receiver: the test is sent by the worker (run inline
+    here, after the request's transaction commits) and its result is in the log."""
+    from runs.tasks import app
+
     add_channel(client_in, project, **{"channel-url": receiver.url})
     channel = Channel.objects.get()
     url = reverse("runs:alert_channel_action", args=[project.slug, channel.pk])
-    page = client_in.post(url, {"action": "test"}, follow=True).content.decode()
-    assert "Test sent to “ops hook” (200)" in page
+    with django_capture_on_commit_callbacks() as queued:
+        page = client_in.post(url, {"action": "test"}, follow=True).content.decode()
+    assert "Test queued for “ops hook”" in page
+    assert receiver.requests == [] and not Delivery.objects.exists()  # not sent in the request
+    app.conf.task_always_eager = True
+    try:
+        for callback in queued:
+            callback()
+    finally:
+        app.conf.task_always_eager = False
     assert receiver.requests[0]["json"]["kind"] == "test"
     log = client_in.get(
         reverse("runs:alert_deliveries", args=[project.slug]), HTTP_HX_REQUEST="true"
