@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 import detection
 
 from ..models import PolicyChange, Project, Run, ToolPolicy
-from . import queue
+from . import queue, storage
 
 INT_LIMIT = 2**31 - 1  # what a ToolPolicy integer column holds
 TOOL_PATTERN_CHARS = 200
@@ -44,12 +44,36 @@ def validate(data: Any) -> dict:
             raise ValueError(
                 f"tools: a tool name or glob must be 1 to {TOOL_PATTERN_CHARS} characters: {tool!r}"
             )
+        if _unstorable(tool):
+            raise ValueError(
+                f"tools: a tool name or glob holds a NUL or a lone surrogate: {tool!r}"
+            )
         tables.append((f'tools."{tool}"', table))
     for where, table in tables:
         _check_bounds(where, table)
+        _check_text(where, table)
         for name, sub in (table.get("detectors") or {}).items():
             _check_bounds(f"{where}.detectors.{name}", sub)
     return canonical
+
+
+def _unstorable(text: str) -> bool:
+    """Whether PostgreSQL cannot hold this text as it is (a NUL, a lone surrogate)."""
+    return storage.clean_text(text) != text
+
+
+def _check_text(where: str, value: Any) -> None:
+    """Raise ValueError naming the first key or string under `where` PostgreSQL cannot hold."""
+    if isinstance(value, str) and _unstorable(value):
+        raise ValueError(f"{where}: holds a NUL or a lone surrogate: {value!r}")
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if isinstance(key, str) and _unstorable(key):
+                raise ValueError(f"{where}: a key holds a NUL or a lone surrogate: {key!r}")
+            _check_text(f"{where}.{key}", sub)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_text(where, item)
 
 
 def _check_bounds(where: str, table: dict) -> None:
