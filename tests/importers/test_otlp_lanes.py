@@ -57,3 +57,31 @@ def test_two_sub_agents_that_call_the_same_tool_once_each_stay_clean():
     assert lanes[0] is None and len(set(lanes)) == 3
     result = analyze(run)
     assert result.verdict == "ok" and result.findings == ()
+
+
+def test_a_call_rebuilt_from_chat_messages_is_the_tool_span_that_has_no_call_id():
+    """OpenLLMetry with content: the model span's output names each call (with an id) and the
+    `@tool` span (no id) is the call itself: one call, one step, with the span's result."""
+
+    def chat(index: int) -> tuple:
+        output = [{"role": "assistant", "parts": [{"type": "tool_call", "id": f"call_{index}",
+                   "name": "read_file", "arguments": {"path": "missing.txt"}}]}]  # fmt: skip
+        attrs = {"llm.request.type": "chat", "gen_ai.operation.name": "chat",
+                 "gen_ai.output.messages": json.dumps(output)}  # fmt: skip
+        return ("openai.chat", attrs, [])
+
+    def tool() -> tuple:
+        attrs = {"traceloop.span.kind": "tool", "traceloop.entity.name": "read_file",
+                 "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"path": "missing.txt"}}),
+                 "traceloop.entity.output": '"[Errno 2] No such file"'}  # fmt: skip
+        return ("read_file.tool", attrs, [], "FileNotFoundError")
+
+    workflow = ("agent.workflow", {"traceloop.span.kind": "workflow",
+                "traceloop.association.properties.session_id": "sess-tl"},
+                [step for i in range(3) for step in (chat(i), tool())])  # fmt: skip
+    run = one_run(export([workflow]))
+    calls = [step for step in run.steps if step.kind == "tool_call"]
+    assert [(c.tool, c.args, c.status) for c in calls] == [
+        ("read_file", {"path": "missing.txt"}, "error")
+    ] * 3
+    assert all(c.result == "[Errno 2] No such file" for c in calls)

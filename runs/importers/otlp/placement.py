@@ -330,7 +330,10 @@ def rebuild_calls(collector: Collector) -> None:
     batch is the span; id = the call id; the kit's merge
     joins it to a tool span with that id), and each `tool_call_response` part of a later span's
     `gen_ai.input.messages` is the result of the call with its id. A call without an id is
-    left to the tool spans when its run has any (nothing to join it by)."""
+    left to the tool spans when its run has any (nothing to join it by). A call with an id
+    whose run has tool spans without one (OpenLLMetry's `@tool` spans) is one of those spans,
+    taken in order among the spans of its tool whose arguments agree: the span gets the id,
+    and no second step is made."""
     if not collector.chats:
         return
     tools = _tool_steps(collector)
@@ -338,6 +341,11 @@ def rebuild_calls(collector: Collector) -> None:
         collector.run_key(t) for t, steps in collector.traces.items()
         for s in steps if s.kind == "tool_call"
     }  # fmt: skip
+    idless: dict[tuple[str, str], list[Step]] = {}  # (run, tool) -> tool spans with no call id
+    for trace_id, steps in collector.traces.items():
+        for step in steps:
+            if step.kind == "tool_call" and id(step) not in collector.call_ids:
+                idless.setdefault((collector.run_key(trace_id), step.tool or ""), []).append(step)
     results: dict[tuple[str, str], Any] = {}
     for trace_id, model, attrs in collector.chats:
         run = collector.run_key(trace_id)
@@ -349,6 +357,12 @@ def rebuild_calls(collector: Collector) -> None:
         for part in message_parts(attrs.get("gen_ai.output.messages"), "tool_call"):
             call_id = str(part.get("id") or "")
             if not call_id and run in with_spans:
+                continue
+            name = str(part.get("name") or "(unknown)")[:200]
+            span = _take_span(idless.get((run, name)), arguments(part.get("arguments")))
+            if span is not None and call_id:
+                collector.call_ids[id(span)] = call_id
+                tools.setdefault((run, call_id), span)
                 continue
             steps = collector.traces[trace_id]
             step = Step(seq=len(steps), kind="tool_call", id=call_id or None,
@@ -363,6 +377,15 @@ def rebuild_calls(collector: Collector) -> None:
         step = tools.get(key)
         if step is not None and step.result is None:
             _rebuilt_result(step, content, collector)
+
+
+def _take_span(spans: list[Step] | None, args: Any) -> Step | None:
+    """Take the first tool span of the list whose arguments agree with `args` (equal, or one
+    of them unknown); None when none does."""
+    for index, span in enumerate(spans or ()):
+        if span.args is None or args is None or span.args == args:
+            return spans.pop(index) if spans is not None else None
+    return None
 
 
 def place_logs(collector: Collector) -> None:
