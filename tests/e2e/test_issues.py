@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 def logged_in(live_server, page):
     user = get_user_model().objects.create_user("ines", password="pw-ines-123")
     project = Project.objects.create(name="Agents", slug="agents")
-    Membership.objects.create(project=project, user=user)
+    Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)  # resolves
     first = upload(project, search_loop("pg 18 jit", ts=1764489600), "v1-a.jsonl", "1.0")
     upload(project, search_loop("pg18 release", ts=1764576000), "v1-b.jsonl", "1.0")
     upload(project, failing_write("PermissionError: denied", ts=1764662400), "w.jsonl", "1.1")
