@@ -209,4 +209,6 @@ def test_monitor_memory_with_step_ids_is_bounded_by_distinct_signatures(shape, l
     retained, monitor = _retained(_ten_signatures(long, shape))
     assert len(monitor._where) <= engine.MAX_IDS
     assert len(monitor._lanes) <= engine.MAX_LANES + 1
-    assert retained < short * 1.1  # not a byte more per step once the windows are full
+    # not a byte more per step once the windows are full: the long run has tens of thousands
+    # more steps; what it may hold more is a few KB (longer counts in the findings' words)
+    assert retained < short * 1.1 + 16 * 1024
