@@ -246,6 +246,8 @@ class Monitor:
         # the last tool call's place in the ledger: (first seq it repeats, calls in its
         # group), or None when it repeated nothing (what a live run stores as its ledger)
         self.last_repeat: tuple[int, int] | None = None
+        # the run's waste as last added up; None once a loop moved (see report and waste)
+        self._waste_memo: Waste | None = None
         self._tokens = 0.0
         self._cost = 0.0
         self._has_tokens = False
@@ -373,6 +375,7 @@ class Monitor:
         inc.seqs = seqs
         if inc.mark is not None:
             inc.last = self._totals()  # one more iteration of a loop that warned
+            self._waste_memo = None
         if severity != "info":
             self._hit = True
         if not rises:
@@ -383,6 +386,7 @@ class Monitor:
             inc.stop_at = self._last_seq
         if severity != "info" and inc.mark is None:
             inc.mark = inc.last = self._totals()
+            self._waste_memo = None
         if self._live:
             self._fired.append(self._finding(inc))
 
@@ -397,11 +401,13 @@ class Monitor:
         self._last_seq = step.seq
         tokens_in, tokens_out = step.tokens_in, step.tokens_out
         if tokens_in is not None or tokens_out is not None:
-            self._has_tokens = True
+            if not self._has_tokens:
+                self._has_tokens, self._waste_memo = True, None  # waste counts tokens now
             self._tokens += (tokens_in or 0) + (tokens_out or 0)
         cost = step.cost
         if cost is not None:
-            self._has_cost = True
+            if not self._has_cost:
+                self._has_cost, self._waste_memo = True, None
             self._cost += cost
         moment = step.ended_at if step.ended_at is not None else step.started_at
         if moment is not None:
@@ -478,8 +484,9 @@ class Monitor:
         # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
         if plan.osc:
             self._osc.observe(lane.osc, ev, self)
-        # (a success whose result is unknown is neither progress nor a repeat: not judged)
-        if plan.repeat and not invalid and known_args and (known_result or error):
+        # (a success whose result is unknown counts as a new result: skipping it would hide
+        # the progress it may stand for, and blanking a result must never make a loop)
+        if plan.repeat and not invalid and known_args:
             self._repeat.observe(lane.repeat, ev, self)
         if plan.mutfail and not invalid and known_args:
             self._mutfail.observe(lane.mutfail, ev, self)
@@ -656,12 +663,16 @@ class Monitor:
         return round(self.repeated / self.tool_calls, 4) if self.tool_calls else 0.0
 
     def waste(self) -> Waste:
-        """Return what the loops so far cost, each step once where loops overlap."""
-        return self._cost_of(
-            (inc.mark, inc.last)
-            for inc in self._incidents.values()
-            if inc.mark is not None and inc.last is not None
-        )
+        """Return what the loops so far cost, each step once where loops overlap (added up
+        again only after a loop moved: a live run asks after every append)."""
+        memo = self._waste_memo
+        if memo is None:
+            memo = self._waste_memo = self._cost_of(
+                (inc.mark, inc.last)
+                for inc in self._incidents.values()
+                if inc.mark is not None and inc.last is not None
+            )
+        return memo
 
     def analysis(self) -> Analysis:
         """Return the verdict, stall score, findings and ledger of what was observed.

@@ -109,7 +109,7 @@ def _cap_message(tool: str, limit: int, repeats: int, first: int) -> str:
 def _progress_message(tool: str, calls: int, first: int) -> str:
     return (
         f"{tool} was called {calls} times with the same arguments since step {first}, with a "
-        "new result each time (progress, e.g. polling or paging)."
+        "new (or unrecorded) result each time (progress, e.g. polling or paging)."
     )
 
 

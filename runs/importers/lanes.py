@@ -30,19 +30,14 @@ def assign_lanes(run: Run) -> Run:
     if not any(step.parent_id is not None or step.lane is not None for step in run.steps):
         return run  # a chain: one lane
     by_id = {step.id: step for step in run.steps if step.id is not None}
-    lane_of: dict[str, str | None] = {}  # step id -> its lane, once assigned
-    for step in run.steps:
-        if step.lane is None:
-            parent = by_id.get(step.parent_id) if step.parent_id is not None else None
-            if parent is None or parent is step:
-                lane = None
-            elif parent.kind == "tool_call" and starts_subagent(parent.tool):
-                lane = f"agent:{parent.id}"
-            else:
-                lane = lane_of.get(parent.id) if parent.id is not None else None
-                if lane is None and parent.lane is not None:
-                    lane = parent.lane  # a parent that comes later in the run
-            step.lane = lane
-        if step.id is not None:
-            lane_of[step.id] = step.lane
+    for step in run.steps:  # in order: a parent seen earlier has its lane by now
+        if step.lane is not None:
+            continue
+        parent = by_id.get(step.parent_id) if step.parent_id is not None else None
+        if parent is None or parent is step:
+            continue
+        if parent.kind == "tool_call" and starts_subagent(parent.tool):
+            step.lane = f"agent:{parent.id}"
+        else:
+            step.lane = parent.lane
     return run

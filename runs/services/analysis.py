@@ -269,6 +269,15 @@ def _args_text(args) -> str:
 def ledger_values(run_id: int, ledger: Iterable[detection.LedgerEntry]) -> Iterator[tuple]:
     """Yield the column values (LEDGER_COLUMNS) of the ledger's repeated calls."""
     for entry in ledger:
-        if entry.repeat_of is not None and entry.count > 1:
-            tool = storage.clean_text((entry.tool or "")[:200])
-            yield (run_id, entry.seq, tool, entry.repeat_of, entry.count)
+        row = ledger_row(run_id, entry.seq, entry.tool, entry.repeat_of, entry.count)
+        if row is not None:
+            yield row
+
+
+def ledger_row(
+    run_id: int, seq: int, tool: str | None, repeat_of: int | None, count: int
+) -> tuple | None:
+    """Return the LEDGER_COLUMNS values of one call, or None when it repeated nothing."""
+    if repeat_of is None or count <= 1:
+        return None
+    return (run_id, seq, storage.clean_text((tool or "")[:200]), repeat_of, count)

@@ -269,9 +269,10 @@ def _append_locked(
         seqs.append(step.seq)
         fired.extend(watch.observe(step))
         repeat = watch.monitor.last_repeat
-        if repeat is not None and repeat[1] > 1:
-            tool = storage.clean_text((step.tool or "")[:200])
-            repeats.append((run_id, step.seq, tool, repeat[0], repeat[1]))
+        if repeat is not None:
+            row = analysis.ledger_row(run_id, step.seq, step.tool, *repeat)
+            if row is not None:
+                repeats.append(row)
     if not rows:  # only retries: nothing changes
         return Appended(run_id, seqs, [], watch.verdict if verdict == Verdict.PENDING else verdict)
     if fired or verdict == Verdict.PENDING:
