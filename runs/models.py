@@ -448,7 +448,11 @@ class OtlpSpanGroup(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="otlp_groups")
     # The export request that brought the spans, kept whole as a Trace.
     request = models.ForeignKey(Trace, on_delete=models.CASCADE, related_name="otlp_groups")
-    trace_id = models.CharField(max_length=32)  # OTLP trace id, hex
+    trace_id = models.CharField(max_length=32)  # the run buffer key: OTLP trace id or session
+    # The key the spans carry in the request (their OTLP trace id) when the row was filed
+    # under a session that a later span named (or that took their trace earlier); "" when
+    # it is trace_id.
+    span_key = models.CharField(max_length=32, blank=True, default="")
     span_count = models.PositiveIntegerField(default=0)
     has_root = models.BooleanField(default=False)  # the root span (no parent) is in here
     received_at = models.DateTimeField(default=timezone.now)
@@ -461,6 +465,11 @@ class OtlpSpanGroup(models.Model):
         indexes = [
             models.Index(fields=["project", "trace_id"]),
             models.Index(fields=["request"]),
+            models.Index(
+                fields=["project", "span_key"],
+                name="otlp_group_span_key",
+                condition=~models.Q(span_key=""),
+            ),
             # Recovery looks for groups left unassembled every minute: only those are indexed.
             models.Index(
                 fields=["received_at"],
