@@ -13,7 +13,8 @@ span is among them. The key (`spans.group_key`, kept in the row's `trace_id` col
 session's when a span or log record names one (`session.id` and the dialects' session
 attributes; every span of a trace in one request goes where any of them says), else the OTLP
 trace id: so the traces of one session, and the log records that carry only its `session.id`
-(Claude Code's events), are one run. A log record with a trace id but no session joins that
+(Claude Code's events), are one run; what came of a trace before a span named its session,
+and what comes of it after without naming it, joins the session (`_file_keys`). A log record with a trace id but no session joins that
 trace id's key (it does not find a session its spans named). A worker task assembles the spans
 of a trace id into one run: a short grace period after its root span arrived (so spans of the
 same trace still in flight on another connection join), or after a quiet period without new
@@ -54,7 +55,7 @@ from ..importers.otlp import (
 from ..importers.otlp.spans import SESSION_PREFIX
 from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
-from . import ingest, queue, storage
+from . import deletion, ingest, queue, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class GroupRow(NamedTuple):
     has_root: bool
     assembled: bool
     run_id: int | None
+    span_key: str  # the key its spans carry in the request ("": the row's own)
 
 
 class StoredRequest(NamedTuple):
@@ -94,6 +96,7 @@ class Assembly:
     entries: list[ingest.NewRun] = field(default_factory=list)
     members: list[list[int]] = field(default_factory=list)  # group pks, one list per entry
     unbuilt: list[int] = field(default_factory=list)  # group pks of traces no run came from
+    merged: list[int] = field(default_factory=list)  # runs now part of another's session
 
 
 def _body_limits() -> BodyLimits:
@@ -123,24 +126,57 @@ def store_request(
     with transaction.atomic():
         if not _insert_raw(trace):
             return Trace.objects.get(project=project, sha256=trace.sha256)
+        filed = _file_keys(project, trace, export)
         OtlpSpanGroup.objects.bulk_create(
             OtlpSpanGroup(
                 project=project,
                 request=trace,
-                trace_id=trace_id,
+                trace_id=filed.get(key, key),
+                span_key=key if key in filed else "",
                 span_count=group.spans,
                 has_root=group.has_root,
                 received_at=now,
             )
-            for trace_id, group in export.groups.items()
+            for key, group in export.groups.items()
         )
-        ready = sorted(t for t, group in export.groups.items() if group.has_root)
-        waiting = sorted(t for t, group in export.groups.items() if not group.has_root)
+        ready = sorted({filed.get(t, t) for t, group in export.groups.items() if group.has_root})
+        waiting = sorted({filed.get(t, t) for t, g in export.groups.items() if not g.has_root})
         grace = settings.LOOPBOARD_OTLP_ROOT_GRACE
         quiet = settings.LOOPBOARD_OTLP_QUIET_SECONDS
         queue.queue_assembly(project.pk, ready, countdown=grace)
         queue.queue_assembly(project.pk, waiting, quiet=True, countdown=quiet)
     return trace
+
+
+def _file_keys(project: Project, trace: Trace, export: ExportRequest) -> dict[str, str]:
+    """Join the traces of one session whatever order their spans and log records come in;
+    return the keys of this request's groups that are filed under a session's key instead,
+    with that key.
+
+    A span names its session (often only the root does, and an exporter sends the root last),
+    so what was sent of its trace before was filed under the trace id: those rows move to
+    the session's key now, to be assembled again with it (`span_key` keeps the key their
+    items carry in their request), and a row without spans remembers which session took the
+    trace. Spans and log records of that trace sent later without naming the session go to
+    it. The trace ids' advisory locks (the assembly's) make this and an assembly, or another
+    request of the same traces, take turns.
+    """
+    sessions = {t: key for t, key in export.keys.items() if key != t}
+    bare = [key for key in export.groups if not key.startswith(SESSION_PREFIX)]
+    if not bare and not sessions:
+        return {}
+    _lock(project.pk, [*bare, *sessions])
+    rows = OtlpSpanGroup.objects.filter(project=project)
+    for trace_id, key in sessions.items():
+        rows.filter(trace_id=trace_id).update(trace_id=key, span_key=trace_id, assembled=False)
+    known = set(rows.filter(span_key__in=list(sessions)).values_list("span_key", flat=True))
+    rows.bulk_create(
+        OtlpSpanGroup(project=project, request=trace, trace_id=key, span_key=trace_id)
+        for trace_id, key in sessions.items()
+        if trace_id not in known
+    )
+    taken = rows.filter(span_key__in=bare).values_list("span_key", "trace_id").distinct()
+    return dict(taken) if bare else {}
 
 
 def store_large_request(project: Project, body: bytes, *, name: str = "") -> Trace:
@@ -251,7 +287,8 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
     policy, _warning = policy_service.engine_policy_or_default(project)
     decoded: dict[int, dict[str, list[Item]]] = {}
     run_ids: list[int] = []
-    wanted = set(trace_ids)
+    filed = OtlpSpanGroup.objects.filter(project_id=project_id, trace_id__in=trace_ids)
+    wanted = set(trace_ids) | set(filed.exclude(span_key="").values_list("span_key", flat=True))
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
         chunk = trace_ids[start : start + ASSEMBLE_CHUNK]
         try:
@@ -340,6 +377,9 @@ def _assemble_chunk(
         todo = [t for t in trace_ids if t in groups and not all(g.assembled for g in groups[t])]
         if not todo:
             return []  # another task did them
+        for row in (row for t in todo for row in groups[t] if row.span_key not in wanted):
+            wanted.add(row.span_key)  # filed under a session since the assembly began
+            decoded.pop(row.request_id, None)  # decoded without that key: decode again
         missing = sorted({row.request_id for t in todo for row in groups[t]} - decoded.keys())
         for request in _raw_requests(missing):
             decoded[request.pk] = _items_by_key(request, wanted)
@@ -351,6 +391,8 @@ def _assemble_chunk(
             for pk in pks
         ]
         _mark_assembled(marks + [(pk, None) for pk in assembly.unbuilt])
+        if assembly.merged:
+            deletion.delete_runs(Run.objects.filter(pk__in=assembly.merged))
     return [run.pk for run, _ in stored]
 
 
@@ -360,7 +402,7 @@ def _group_rows(project: Project, trace_ids: list[str]) -> dict[str, list[GroupR
     rows = (
         OtlpSpanGroup.objects.filter(project=project, trace_id__in=trace_ids)
         .order_by("id")
-        .values_list("trace_id", "pk", "request_id", "has_root", "assembled", "run_id")
+        .values_list("trace_id", "pk", "request_id", "has_root", "assembled", "run_id", "span_key")
     )
     for trace_id, *fields in rows:
         groups[trace_id].append(GroupRow(*fields))
@@ -374,13 +416,20 @@ def _build_runs(
     assembly = Assembly()
     for trace_id in todo:
         rows = groups[trace_id]
-        spans = [span for row in rows for span in decoded.get(row.request_id, {}).pop(trace_id, ())]
+        spans = [
+            span
+            for row in rows
+            for span in decoded.get(row.request_id, {}).pop(row.span_key or trace_id, ())
+        ]
         parsed = _run_of(trace_id, spans, rows)
         if parsed is None:
             assembly.unbuilt += [row.pk for row in rows]
             continue
         root_request = next((row.request_id for row in rows if row.has_root), rows[0].request_id)
-        existing = next((row.run_id for row in rows if row.run_id), None)
+        # the run this key had (the oldest, where traces built apart are now one session's)
+        built = sorted({row.run_id for row in rows if row.run_id})
+        existing = built[0] if built else None
+        assembly.merged += built[1:]
         assembly.members.append([row.pk for row in rows])
         assembly.entries.append(ingest.NewRun(parsed, root_request, existing))
     return assembly

@@ -46,12 +46,12 @@ FRAMEWORKS = [
     Framework("mlflow", "mlflow", "mlflow_tracing.py"),
     Framework("adk-default", "adk", "adk_agent.py", "default", carries_content=False),
     Framework("adk-content", "adk", "adk_agent.py", "content"),
-    # Not yet conforming, so not run (their producers are here for whoever fixes them):
-    # - openlit, and adk "legacy" (log events): one session becomes two runs (spans sent
-    #   before the root that names the session are grouped by trace id);
-    # - the Vercel AI SDK (producer.mjs, proto and json): the test server (Django's live
-    #   server) cannot read the JS exporter's chunked bodies; under gunicorn, as
-    #   `loopboard serve` runs, they are read (tests/runs/api/test_otlp_http.py).
+    Framework("adk-legacy", "adk", "adk_agent.py", "legacy"),
+    Framework("openlit", "traceloop", "openlit_agent.py"),
+    # Not yet run (its producer is here for whoever fixes it): the Vercel AI SDK
+    # (node/producer.mjs, proto and json): the test server (Django's live server) cannot read
+    # the JS exporter's chunked bodies; under gunicorn, as `loopboard serve` runs, they are
+    # read (tests/runs/api/test_otlp_http.py).
 ]
 
 

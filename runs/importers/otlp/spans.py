@@ -112,6 +112,7 @@ class ExportRequest:
     encoding: str  # "proto" or "json"
     request: Any  # ExportTraceServiceRequest or the OTLP/JSON dict
     groups: dict[str, SpanGroup] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)  # run buffer key by OTLP trace id
     accepted: int = 0
     rejected: int = 0
     errors: list[str] = field(default_factory=list)  # the distinct reasons, in order
@@ -235,7 +236,7 @@ def read_request(
     request = decode_body(body, encoding, content_encoding, limits=limits)
     export = ExportRequest(encoding=encoding, request=request)
     taken: list[SpanIds] = []
-    keys = span_keys(request, rejected=export.reject, taken=taken)
+    keys = export.keys = span_keys(request, rejected=export.reject, taken=taken)
     for ids in taken:
         export.add(ids, keys[ids.trace_id])
     return export
