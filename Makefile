@@ -46,8 +46,7 @@ $(CONFORMANCE)/%/.installed: tests/conformance/requirements/%.txt
 	$(CONFORMANCE)/$*/bin/python -m pip install --quiet --disable-pip-version-check -r $<
 	@touch $@
 
-## The Vercel AI SDK producer's npm packages (pinned in tests/conformance/node/package-lock.json):
-## `make conformance-node` installs them; the suite does not run that producer yet (see README).
+## The Vercel AI SDK producer's npm packages (pinned in tests/conformance/node/package-lock.json).
 CONFORMANCE_NODE := tests/conformance/node/node_modules/.installed
 $(CONFORMANCE_NODE): tests/conformance/node/package.json tests/conformance/node/package-lock.json
 	@command -v npm >/dev/null || { echo "npm is missing (apt-get install npm): the Node producer needs it" >&2; exit 1; }
@@ -56,7 +55,7 @@ $(CONFORMANCE_NODE): tests/conformance/node/package.json tests/conformance/node/
 
 conformance-node: $(CONFORMANCE_NODE)
 
-conformance: speedups $(CONFORMANCE_STAMPS)
+conformance: speedups $(CONFORMANCE_STAMPS) $(CONFORMANCE_NODE)
 	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest tests/conformance $(PYTEST_ARGS)
 
 lint: $(STAMP)

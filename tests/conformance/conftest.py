@@ -15,13 +15,15 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.runs.services.test_worker import start_worker, stop_worker
+from tests.runs.api.test_otlp_http import gunicorn
+from tests.runs.services.test_worker import start_worker, stop_worker, worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -72,19 +74,42 @@ def conformance_worker(django_db_setup, django_db_blocker):
             stop_worker(process)
 
 
-@pytest.fixture
-def loopboard(live_server, conformance_worker, settings, transactional_db):
-    """A fresh project with an ingest key on the live server, the worker running. Afterwards
-    it waits for the worker to be idle, so the database is not flushed under its feet."""
+@pytest.fixture(scope="module")
+def gunicorn_url(django_db_setup, django_db_blocker):
+    """A gunicorn serving loopboard on the test database, as `loopboard serve` runs it (the
+    OpenTelemetry JS exporter streams its bodies chunked, which Django's live server cannot
+    read); its log in var/conformance-gunicorn.log."""
+    with django_db_blocker.unblock():
+        env = worker_env(LOOPBOARD_OTLP_QUIET_SECONDS=str(QUIET_SECONDS))
+    with gunicorn(ROOT / "var" / "conformance-gunicorn.log", env) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def _board(url: str) -> Iterator[Loopboard]:
+    """A fresh project with an ingest key on the server at url. Afterwards wait for the worker
+    to be idle, so the database is not flushed under its feet."""
     from runs.models import ApiKey, Project
 
-    settings.LOOPBOARD_OTLP_QUIET_SECONDS = QUIET_SECONDS
-    assert conformance_worker.poll() is None, "the conformance worker died: see its log"
     slug = f"conformance-{uuid.uuid4().hex[:8]}"
     project = Project.objects.create(name="Conformance", slug=slug)
     key = ApiKey.issue(project, "conformance", scope=ApiKey.Scope.INGEST)[1]
-    yield Loopboard(url=live_server.url, key=key, project=project)
+    yield Loopboard(url=url, key=key, project=project)
     wait_until_idle()
+
+
+@pytest.fixture
+def loopboard(live_server, conformance_worker, settings, transactional_db):
+    """A fresh project on Django's live server, the worker running."""
+    settings.LOOPBOARD_OTLP_QUIET_SECONDS = QUIET_SECONDS
+    assert conformance_worker.poll() is None, "the conformance worker died: see its log"
+    yield from _board(live_server.url)
+
+
+@pytest.fixture
+def gunicorn_loopboard(gunicorn_url, conformance_worker, transactional_db):
+    """A fresh project on the gunicorn server, the worker running."""
+    assert conformance_worker.poll() is None, "the conformance worker died: see its log"
+    yield from _board(gunicorn_url)
 
 
 def queue_length(app: Any, name: str) -> int:

@@ -30,6 +30,7 @@ class Framework:
     producer: str
     variant: str | None = None
     carries_content: bool = True
+    server: str = "loopboard"  # the fixture of the server it exports to
 
 
 # One row per framework (and variant); producers/<producer> plays every session.
@@ -48,10 +49,9 @@ FRAMEWORKS = [
     Framework("adk-content", "adk", "adk_agent.py", "content"),
     Framework("adk-legacy", "adk", "adk_agent.py", "legacy"),
     Framework("openlit", "traceloop", "openlit_agent.py"),
-    # Not yet run (its producer is here for whoever fixes it): the Vercel AI SDK
-    # (node/producer.mjs, proto and json): the test server (Django's live server) cannot read
-    # the JS exporter's chunked bodies; under gunicorn, as `loopboard serve` runs, they are
-    # read (tests/runs/api/test_otlp_http.py).
+    # The OpenTelemetry JS exporter streams its bodies chunked: served by gunicorn.
+    Framework("vercel-ai-proto", "node", "producer.mjs", "proto", server="gunicorn_loopboard"),
+    Framework("vercel-ai-json", "node", "producer.mjs", "json", server="gunicorn_loopboard"),
 ]
 
 
@@ -94,8 +94,9 @@ def describe(steps: list[dict[str, Any]]) -> str:
 
 @pytest.mark.parametrize(("framework", "session"), CASES)
 def test_a_framework_session_becomes_one_run_with_the_calls_and_the_verdict(
-    loopboard: Loopboard, framework: Framework, session: str
+    request: pytest.FixtureRequest, framework: Framework, session: str
 ):
+    loopboard: Loopboard = request.getfixturevalue(framework.server)
     run_producer(loopboard, framework.venv, framework.producer, session, framework.variant)
     runs = wait_for_runs(loopboard)
     assert len(runs) == 1, f"{len(runs)} runs for one session: {[r['name'] for r in runs]}"

@@ -4,6 +4,7 @@ read, and `POST /v1/metrics` answered by the real OpenTelemetry metric exporter.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import json
@@ -35,13 +36,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[int]:
-    """A gunicorn serving loopboard on the test database; yields its port."""
+@contextlib.contextmanager
+def gunicorn(log_path: Path, env: dict[str, str]) -> Iterator[int]:
+    """Run a gunicorn serving loopboard (as `loopboard serve` does) with this environment,
+    its output in log_path; yield its port once it accepts connections."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
-    with django_db_blocker.unblock():
-        env = worker_env(LOOPBOARD_MAX_UPLOAD_BYTES=str(LIMIT))
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "loopboard.wsgi", "--bind",
@@ -67,6 +66,16 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[int
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[int]:
+    """A gunicorn serving loopboard on the test database; yields its port."""
+    log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    with django_db_blocker.unblock():
+        env = worker_env(LOOPBOARD_MAX_UPLOAD_BYTES=str(LIMIT))
+    with gunicorn(log_path, env) as port:
+        yield port
 
 
 def pieces(data: bytes, size: int = 1000) -> Iterator[bytes]:
