@@ -286,6 +286,7 @@ def _append_locked(
     if fired:
         run = Run(pk=run_id, project=project)
         _store_fired(run, fired)
+        issues.mark_loops([run_id])  # one loop seen by several detectors, as at the end
         alerts.on_live_findings(run, fired)  # queued on commit: the append does not wait
     if group:
         queue.queue_live_issues(run_id)

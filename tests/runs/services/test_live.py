@@ -235,6 +235,12 @@ def _full(finding) -> tuple:
             finding.waste_steps)  # fmt: skip
 
 
+def _loops(findings) -> list[tuple]:
+    """Each finding with the finding that leads its loop (findings in the run's order)."""
+    key = [(f.detector, f.signature, f.fired_at) for f in findings]
+    return sorted((key[i], key[f.loop] if f.loop >= 0 else key[i]) for i, f in enumerate(findings))
+
+
 def _assert_live_figures_are_final(project, run_id: int) -> None:
     """The live run's ×counts (ledger rows), stall score and waste equal what the final
     analysis gives for the steps stored so far."""
@@ -276,12 +282,14 @@ def test_live_findings_agree_with_the_final_analysis(project, seed):
         _assert_live_figures_are_final(project, appended.run_id)
     run = Run.objects.get(external_id=f"gen-{seed}")
     live_rows = sorted(_row(f) for f in Finding.objects.filter(run=run))
+    live_loops = _loops(list(Finding.objects.filter(run=run)))
     live_verdict = run.verdict
     assert live.end_run(project, f"gen-{seed}").verdict == live_verdict
     analysis.analyze_run(run.pk)
     run.refresh_from_db()
     final = list(Finding.objects.filter(run=run))
     assert sorted(_row(f) for f in final) == live_rows
+    assert _loops(final) == live_loops  # one loop, whichever detectors saw it, live as at the end
     # and the live Monitor itself says exactly what the analysis wrote, counts included
     monitor = live_state.watch(run.pk, policy.engine_policy(project)).monitor
     written = [analysis.finding_row(run, f) for f in monitor.findings]
