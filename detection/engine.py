@@ -53,6 +53,7 @@ MAX_IDS = 4096
 #: when it spawns sub-agent after sub-agent).
 MAX_LANES = 256
 MAX_FAULTS = 4096  # error fingerprints remembered by call and result (loops repeat them)
+MAX_BATCH_SIGS = 1024  # call signatures remembered of one batch (a batch is a few calls)
 SERIES_POINTS = 200
 #: The call signature of every invalid turn (no valid action), whatever its tool, arguments
 #: or error text: a streak of them is one loop.
@@ -66,7 +67,7 @@ class Lane:
 
     __slots__ = (
         "batch", "blocker", "epoch", "messages", "mutations", "mutfail", "near", "osc", "reads",
-        "repeat", "stall", "streak",
+        "repeat", "stall", "streak", "together", "together_sigs",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -82,6 +83,8 @@ class Lane:
         self.messages: list[Text] = []  # the assistant's texts since the last tool call
         self.epoch = 0  # bumped by each new successful call to a mutating tool
         self.mutations: set[str] = set()  # mutating call signatures seen in the scope
+        self.together: Any = None  # the batch (assistant message) of the last call
+        self.together_sigs: set[str] = set()  # the call signatures issued in that batch
 
     def copy(self) -> Lane:
         twin = Lane()
@@ -95,6 +98,7 @@ class Lane:
         }
         twin.messages = [text.copy() for text in self.messages]
         twin.epoch, twin.mutations = self.epoch, set(self.mutations)
+        twin.together, twin.together_sigs = self.together, set(self.together_sigs)
         return twin
 
     def new_turn(self, scope: str) -> None:
@@ -458,6 +462,19 @@ class Monitor:
         error = invalid or status == "error"
         if invalid:
             sig = INVALID_SIG
+        # Calls issued together in one assistant message are concurrent, not one after
+        # another: the same call twice in one batch saw nothing of the other, so it is no
+        # repeat of it (the sequence detectors skip it; a batch issued again is batch_repeat's).
+        batch = step.batch_id
+        concurrent = False
+        if batch is not None:
+            if batch != lane.together:
+                lane.together, lane.together_sigs = batch, set()
+            concurrent = sig in lane.together_sigs
+            if not concurrent and len(lane.together_sigs) < MAX_BATCH_SIGS:
+                lane.together_sigs.add(sig)
+        elif lane.together is not None:
+            lane.together, lane.together_sigs = None, set()
         # One Event per monitor, refilled for each call: detectors read it during this call
         # only (none keeps it), so there is no need to allocate one per step.
         ev = self._ev
@@ -482,22 +499,25 @@ class Monitor:
         ev.epoch = lane.epoch
         # the detectors, in catalogue order: oscillation before repeat (a call inside a
         # cycle is the cycle's); the secondary ones (stall, reads, near) after the others
-        if plan.osc:
+        sequential = not concurrent
+        if plan.osc and sequential:
             self._osc.observe(lane.osc, ev, self)
         # (a success whose result is unknown counts as a new result: skipping it would hide
         # the progress it may stand for, and blanking a result must never make a loop)
-        if plan.repeat and not invalid and known_args:
+        if plan.repeat and not invalid and known_args and sequential:
             self._repeat.observe(lane.repeat, ev, self)
-        if plan.mutfail and not invalid and known_args:
+        if plan.mutfail and not invalid and known_args and sequential:
             self._mutfail.observe(lane.mutfail, ev, self)
-        if plan.blocker and (error or lane.blocker.groups):  # (a success re-arms what fails)
+        if (
+            plan.blocker and sequential and (error or lane.blocker.groups)
+        ):  # (a success re-arms what fails)
             self._blocker.observe(lane.blocker, ev, self)
         if plan.batch:
             self._batch.observe(lane.batch, ev, self)
-        known = known_args and known_result
+        known = known_args and known_result and sequential
         if plan.stall and known:
             self._stall.observe(lane.stall, ev, self)
-        if plan.reads and known_args:
+        if plan.reads and known_args and sequential:
             self._reads.observe(lane.reads, ev, self)
         if plan.near and known:
             self._near.observe(lane.near, ev, self)

@@ -109,6 +109,28 @@ def test_two_concurrent_sub_agents_that_call_the_same_tool_once_each_stay_clean(
     assert result.findings == ()
 
 
+def test_the_same_call_issued_together_in_one_message_is_no_repeat():
+    """Calls issued in one assistant message run at once: neither saw the other's result."""
+    trace = Trace()
+    for _ in range(4):
+        trace.call("fetch", {"url": "https://example.com"}, "same", batch_id="m0")
+    for _ in range(3):
+        trace.call("fetch", {"url": "https://example.com"}, "Error: 503", "error", batch_id="m1")
+    result = analyze(trace.steps)
+    assert result.verdict == "ok", result.findings
+
+
+def test_the_same_batch_issued_message_after_message_is_still_a_loop():
+    trace = Trace()
+    for message in range(4):
+        for _ in range(2):
+            trace.call("fetch", {"url": "https://example.com"}, "same", batch_id=f"m{message}")
+    result = analyze(trace.steps)
+    assert result.verdict in ("warn", "stop")
+    repeat = repeat_finding(result)[0]
+    assert repeat.seqs == (0, 2, 4, 6)  # one call of each message: the other ran with it
+
+
 def test_a_sub_agent_starts_from_what_its_caller_had_seen():
     trace = Trace()
     trace.call("task", {"agent": "root"}, "spawned", id="root")
