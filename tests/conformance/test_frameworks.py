@@ -37,6 +37,7 @@ class Framework:
 FRAMEWORKS = [
     Framework("openai-v2-old", "agents", "openai_v2.py", "old"),
     Framework("openai-v2-latest", "agents", "openai_v2.py", "latest"),
+    Framework("openai-v2-conversation", "agents", "openai_v2.py", "conversation"),
     Framework("openai-agents", "agents", "openai_agents.py"),
     Framework("langgraph", "agents", "langgraph_agent.py"),
     Framework("smolagents", "agents", "smolagents_agent.py"),

@@ -6,6 +6,8 @@ Variants: `old` (the default GenAI semantic conventions v1.30, content capture `
 messages as log events) and `latest` (`OTEL_SEMCONV_STABILITY_OPT_IN=
 gen_ai_latest_experimental`, content capture `event_only`). Spans go to /v1/traces, the content
 events to /v1/logs. The loop runs under one `invoke_agent` span, so the session is one trace.
+`conversation`: as `latest`, with the session named by `gen_ai.conversation.id` on that root
+span only (the log records carry the trace id alone, and the root is exported last).
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import sys
 
 from common import TOOL_DESCRIPTIONS, TOOL_SCHEMAS, TOOLS, FakeOpenAI, parse_args
 
-VARIANTS = ("old", "latest")
+VARIANTS = ("old", "latest", "conversation")
 
 
 def configure(variant: str) -> None:
     """Set the instrumentation's switches; they are read when it instruments the client."""
-    if variant == "latest":
+    if variant in ("latest", "conversation"):
         os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
         os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "event_only"
     else:
@@ -59,9 +61,11 @@ def main() -> int:
             {"role": "system", "content": "You are a careful assistant."},
             {"role": "user", "content": f"Please do the {options.session.name} task."},
         ]
-        # No conversation id: the instrumentation's log records carry the trace id only, so
-        # the session is the trace.
+        # The instrumentation's log records carry the trace id only; with a conversation id
+        # the root span names the session as well.
         attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "conformance"}
+        if variant == "conversation":
+            attributes["gen_ai.conversation.id"] = options.session_id
         with tracer.start_as_current_span("invoke_agent conformance", attributes=attributes):
             for _ in range(len(options.session.calls) + 1):
                 reply = client.chat.completions.create(
