@@ -42,7 +42,7 @@ from ..content import parse_json_text
 from ..reading import clip_json, clip_strings
 from .dialects import DIALECTS
 from .logs import LogEvent
-from .steps import arguments, failure, message_parts, text_of
+from .values import arguments, failure, message_parts, text_of
 
 if TYPE_CHECKING:
     from .steps import Collector
