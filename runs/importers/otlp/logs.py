@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Any
 
 from ..content import parse_time
@@ -40,13 +41,13 @@ from .spans import (
     _pb_value,
     _session,
     decode_export,
-    decompress,
     encoding_of,
     first_record,
     group_key,
     iter_pb_fields,
     otlp_id,
 )
+from .spans import decode_body as decode_request_body
 
 CLAUDE_CODE_PREFIX = "claude_code."
 
@@ -99,12 +100,8 @@ def decode(body: bytes, encoding: str, *, max_depth: int) -> Any:
     )
 
 
-def decode_body(
-    body: bytes, encoding: str, content_encoding: str = "", *, limits: BodyLimits
-) -> Any:
-    """Return the logs export request of a body as received (decompress, then decode)."""
-    data = decompress(body, content_encoding, max_bytes=limits.max_bytes)
-    return decode(data, encoding, max_depth=limits.max_depth)
+# A logs body arrives as a traces body does (`spans.decode_body`), and decodes as logs.
+decode_body = partial(decode_request_body, decoder=decode)
 
 
 def read_request(

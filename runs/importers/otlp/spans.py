@@ -221,11 +221,17 @@ def decode_export(
 
 
 def decode_body(
-    body: bytes, encoding: str, content_encoding: str = "", *, limits: BodyLimits
+    body: bytes,
+    encoding: str,
+    content_encoding: str = "",
+    *,
+    limits: BodyLimits,
+    decoder: Callable[..., Any] = decode,
 ) -> Any:
-    """Return the export request of a body as received (decompress, then decode)."""
+    """Return the export request of a body as received (decompress, then decode): a traces
+    request, or with `decoder=logs.decode` a logs request."""
     data = decompress(body, content_encoding, max_bytes=limits.max_bytes)
-    return decode(data, encoding, max_depth=limits.max_depth)
+    return decoder(data, encoding, max_depth=limits.max_depth)
 
 
 def read_request(
