@@ -67,11 +67,6 @@ UNKNOWN_TOOL = "(unknown)"
 ERROR_PREFIX = text_errors.rules(("error prefix", r"(?i)\A\s*error\s*:"))
 
 
-def text_is_error(text: Any) -> bool:
-    """Return whether a result reports an error in its text: it starts with `Error:`."""
-    return text_errors.error_rule(text, ERROR_PREFIX, common=False) is not None
-
-
 def result_error(
     text: Any, flag: Any = None, *, extra: tuple[text_errors.Rule, ...] = ERROR_PREFIX
 ) -> bool:

@@ -243,15 +243,6 @@ def share(records: Iterable[Any], fits: Callable[[Any], bool]) -> float:
     return hits / total if total else 0.0
 
 
-def keys_of(records: Iterable[Any]) -> set[str]:
-    """Every key of every object record."""
-    found: set[str] = set()
-    for record in records:
-        if isinstance(record, dict):
-            found.update(record)
-    return found
-
-
 # --- choosing
 
 

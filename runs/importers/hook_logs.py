@@ -86,10 +86,6 @@ CURSOR_EVENTS = {
 }
 
 
-def is_claude_event(record: Any) -> bool:
-    return isinstance(record, dict) and record.get("hook_event_name") in CLAUDE_EVENTS
-
-
 def is_cursor_event(record: Any) -> bool:
     return isinstance(record, dict) and record.get("hook_event_name") in CURSOR_EVENTS
 

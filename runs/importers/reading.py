@@ -581,11 +581,6 @@ def first_byte(stream: IO[bytes]) -> bytes:
     return stream_head(stream).lstrip(BOM + b" \t\r\n")[:1]
 
 
-def head_text(head: bytes, chars: int = 4096) -> str:
-    """Return the start of the head as text, whitespace-trimmed, for cheap regex sniffing."""
-    return head[:chars].decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
-
-
 def looks_like_jsonl(head: bytes) -> bool:
     """Return whether the first line of head is one whole JSON object or array.
 

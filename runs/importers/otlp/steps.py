@@ -146,12 +146,6 @@ def claim(sample: Sample) -> Claim:
 # --- spans to steps
 
 
-def _op(span: Span) -> str:
-    """Return "tool", "llm" or "group" for a span (the dialect table's role, agent -> group)."""
-    role, _ = classify(span.name, span.attrs)
-    return role if role in (TOOL, LLM) else "group"
-
-
 def _int(value: Any) -> int | None:
     try:
         return None if value is None or isinstance(value, bool) else int(value)
@@ -287,10 +281,6 @@ def requested_calls(attrs: dict[str, Any], dialect: Dialect = COMMON) -> list[di
                 {"id": call.get("id"), "name": call.get("name"), "arguments": call.get("args")}
             )
     return [c for c in calls if c.get("id") or c.get("name")]
-
-
-def _output_call_ids(attrs: dict[str, Any], dialect: Dialect = COMMON) -> list[str]:
-    return [str(c["id"]) for c in requested_calls(attrs, dialect) if c.get("id")]
 
 
 def _usage(attrs: dict[str, Any], dialect: Dialect, *names: str) -> int | None:
