@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .web import views
+from .web import latency, views
 
 app_name = "runs"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("runs/<int:run_id>/steps/<int:seq>/", views.step_detail, name="step"),
     path("runs/<int:run_id>/tree/", views.run_tree, name="tree"),
     path("runs/<int:run_id>/ledger/", views.run_ledger, name="ledger"),
+    path("runs/<int:run_id>/time/", latency.run_latency, name="latency"),
     path("runs/<int:run_id>/compare/", views.compare_pick, name="compare_pick"),
     path("runs/<int:run_id>/compare/<int:other_id>/", views.compare, name="compare"),
     path(

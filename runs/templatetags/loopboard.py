@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django import template
+from django.db.models import Sum
+from django.template.defaultfilters import date
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from detection import catalogue
+
+from ..models import Step
 
 register = template.Library()
 
@@ -86,4 +90,46 @@ def code_spans(text: str) -> SafeString:
             (format_html("<code>{}</code>", part) if i % 2 else part,)
             for i, part in enumerate(parts)
         ),
+    )
+
+
+# A trace that carries 0 (or no real date) as a time says nothing about when it ran.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@register.filter
+def real_time(moment):
+    """Return a moment, or None for a zero/epoch timestamp that is no real date."""
+    return moment if moment is not None and moment >= EARLIEST else None
+
+
+@register.filter
+def run_when(run) -> SafeString:
+    """Return a run's own start time (from the trace, else received), with "received" below."""
+    received = _time_tag(run.created_at)
+    started = real_time(run.started_at)
+    if started is None:
+        return received
+    return format_html('{}<br><span class="muted">received {}</span>', _time_tag(started), received)
+
+
+def _time_tag(moment) -> SafeString:
+    local = timezone.localtime(moment)
+    return format_html('<time datetime="{}">{}</time>', local.isoformat(), date(local, "M j, H:i"))
+
+
+@register.simple_tag
+def step_neighbors(step) -> dict:
+    """Return the seqs of the run's step before and after this one (None at the ends)."""
+    steps = Step.objects.filter(run_id=step.run_id)
+    before = steps.filter(seq__lt=step.seq).order_by("-seq").values_list("seq", flat=True)
+    after = steps.filter(seq__gt=step.seq).order_by("seq").values_list("seq", flat=True)
+    return {"previous": before.first(), "next": after.first()}
+
+
+@register.simple_tag
+def run_usage(run) -> dict:
+    """Return the run's total tokens in and out and its cost, where the trace has them."""
+    return run.steps.aggregate(
+        tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost")
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db.models import Count, Q, Sum
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Coalesce, TruncDate
 from django.utils import timezone
 
 from detection import catalogue
@@ -33,10 +33,12 @@ def overview(user, days: int = DAYS) -> dict:
     )
     today = timezone.localdate()
     first = today - timedelta(days=days - 1)
+    # A run's day is its own start time where the trace has one, as the runs list and
+    # Issues show it; the time it was received otherwise.
     per_day = {
         row["day"]: row
-        for row in runs.filter(created_at__date__gte=first)
-        .annotate(day=TruncDate("created_at"))
+        for row in runs.annotate(day=TruncDate(Coalesce("started_at", "created_at")))
+        .filter(day__gte=first)
         .values("day")
         .annotate(total=Count("id"), flagged=Count("id", filter=flagged_q))
     }
@@ -74,6 +76,7 @@ def overview(user, days: int = DAYS) -> dict:
     return {
         "totals": totals,
         "days": days,
+        "series": series,  # (day, runs, flagged) for each of the days
         "day_chart": charts.daily_columns(series, width=900, height=180),
         "tool_chart": charts.bars([(r["tool"], r["n"]) for r in by_tool], unit=" loop"),
         "waste_tool_chart": charts.bars(
