@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from loopboard import embedded
+from runs import task_names
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -179,17 +180,17 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 LOOPBOARD_RECOVERY_SECONDS = env_int("LOOPBOARD_RECOVERY_SECONDS", 60)
 LOOPBOARD_NIGHTLY_BACKTEST_HOUR = env_int("LOOPBOARD_NIGHTLY_BACKTEST_HOUR", 3)  # UTC
 CELERY_BEAT_SCHEDULE = {
-    "recover": {"task": "runs.tasks.recover", "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
+    "recover": {"task": task_names.RECOVER, "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
     # The saved policy over the last 7 days of each project, for the Tuning page's trend.
     "nightly-backtests": {
-        "task": "runs.tasks.nightly_backtests",
+        "task": task_names.NIGHTLY_BACKTESTS,
         "schedule": crontab(hour=LOOPBOARD_NIGHTLY_BACKTEST_HOUR, minute=15),
     },
-    "evaluate-alert-rules": {"task": "runs.tasks.evaluate_alert_rules", "schedule": 60.0},
+    "evaluate-alert-rules": {"task": task_names.EVALUATE_ALERT_RULES, "schedule": 60.0},
     # Daily digests whose project-local hour has come (each is sent once per local day).
-    "send-digests": {"task": "runs.tasks.send_digests", "schedule": 60.0},
+    "send-digests": {"task": task_names.SEND_DIGESTS, "schedule": 60.0},
     # Fold the metric rows the triggers add into totals, so a scrape reads few rows.
-    "compact-metrics": {"task": "runs.tasks.compact_metrics", "schedule": 60.0},
+    "compact-metrics": {"task": task_names.COMPACT_METRICS, "schedule": 60.0},
 }
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.

@@ -9,6 +9,7 @@ from django.db import OperationalError
 
 from loopboard.celery import app
 
+from . import task_names as names
 from .services import (
     alerts,
     analysis,
@@ -34,18 +35,18 @@ RETRY = {
 }
 
 
-@app.task(bind=True, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=names.INGEST_TRACE, bind=True, soft_time_limit=540, time_limit=600, **RETRY)
 def ingest_trace(self, trace_id: int) -> None:
     # A retry follows a lost database, not a dead worker: it is no new attempt.
     ingest.ingest_trace(trace_id, after_outage=self.request.retries > 0)
 
 
-@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=names.ANALYZE_RUN, soft_time_limit=540, time_limit=600, **RETRY)
 def analyze_run(run_id: int) -> None:
     analysis.analyze_run(run_id)
 
 
-@app.task(soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=names.ASSEMBLE_OTLP, soft_time_limit=540, time_limit=600, **RETRY)
 def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
     """Assemble buffered OTLP spans into runs and analyze them."""
     otlp.assemble(project_id, trace_ids, quiet)
@@ -53,19 +54,19 @@ def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) ->
 
 # A back-test of many runs takes a while: it writes its progress as it goes, and a job cut
 # short is resumed from its cursor by recovery.
-@app.task(soft_time_limit=3 * 3600, time_limit=3 * 3600 + 60, **RETRY)
+@app.task(name=names.RUN_BACKTEST, soft_time_limit=3 * 3600, time_limit=3 * 3600 + 60, **RETRY)
 def run_backtest(job_id: int) -> None:
     backtest.run_job(job_id)
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=names.NIGHTLY_BACKTESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def nightly_backtests() -> None:
     """Queue tonight's back-test of each project's saved policy."""
     backtest.nightly()
 
 
 # A batch of many flagged runs fires one alert each (a row lock and an insert apiece).
-@app.task(soft_time_limit=290, time_limit=300, **RETRY)
+@app.task(name=names.SEND_ALERTS, soft_time_limit=290, time_limit=300, **RETRY)
 def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None:
     """Fire the alert rules for analyzed runs and (issue id, "new" | "regressed") events."""
     alerts.on_runs_analyzed(run_ids)
@@ -74,7 +75,7 @@ def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None
 
 # At least once: acked after the attempt is logged; a receiver drops repeats by the payload's
 # idempotency key. The service decides whether an attempt is retried and how many remain.
-@app.task(bind=True, soft_time_limit=60, time_limit=90, **RETRY)
+@app.task(name=names.DELIVER, bind=True, soft_time_limit=60, time_limit=90, **RETRY)
 def deliver(self, alert_id: int, channel_id: int) -> None:
     """Make the next attempt to send an alert to a channel; retry later if it says so."""
     retry_in = delivery.deliver(alert_id, channel_id)
@@ -82,43 +83,47 @@ def deliver(self, alert_id: int, channel_id: int) -> None:
         raise self.retry(countdown=retry_in, max_retries=None)
 
 
-@app.task(soft_time_limit=60, time_limit=90, ignore_result=True)
+@app.task(name=names.SEND_TEST_DELIVERY, soft_time_limit=60, time_limit=90, ignore_result=True)
 def send_test_delivery(alert_id: int, channel_id: int) -> None:
     """Send a channel's test message (queued by the settings page); its row in the log."""
     delivery.send_queued_test(alert_id, channel_id)
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=names.EVALUATE_ALERT_RULES, soft_time_limit=50, time_limit=60, ignore_result=True)
 def evaluate_alert_rules() -> None:
     """Queue the measure of each rate rule over its window (beat, every minute)."""
     alerts.queue_rate_rules()
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY)
+@app.task(
+    name=names.EVALUATE_RATE_RULE, soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY
+)
 def evaluate_rate_rule(rule_id: int, now: str) -> None:
     """Measure one rate rule at `now` (ISO 8601) and fire it if its level changed."""
     alerts.evaluate_rate_rule(rule_id, datetime.fromisoformat(now))
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY)
+@app.task(
+    name=names.GROUP_LIVE_ISSUES, soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY
+)
 def group_live_issues(run_id: int) -> None:
     """Fold a live run's findings so far into its loop issues."""
     live.group_live_issues(run_id)
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=names.SEND_DIGESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def send_digests() -> None:
     """Send the daily digests whose project-local hour has come (beat, every minute)."""
     digest.send_due_digests()
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=names.COMPACT_METRICS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def compact_metrics() -> None:
     """Fold the metric rows written since the last time into the totals (beat)."""
     metrics.compact(vacuum=True)
 
 
-@app.task(soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=names.RECOVER, soft_time_limit=50, time_limit=60, ignore_result=True)
 def recover() -> None:
     """Queue again what a dead worker, a lost task or an outage left unfinished, and end the
     live runs gone quiet."""

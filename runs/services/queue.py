@@ -1,7 +1,8 @@
 """The one bridge from services to Celery tasks: work queued once the transaction commits.
 
-Every other service calls these functions instead of importing `runs.tasks`, so a task is
-never sent for rows that a rollback then takes back.
+Every other service calls these functions, so a task is never sent for rows that a rollback
+then takes back. Tasks are sent by their registered names (`runs/task_names.py`): no service
+imports `runs.tasks`, which imports the services.
 """
 
 from __future__ import annotations
@@ -14,15 +15,26 @@ from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
+from django.db import transaction
 from kombu.transport import redis as kombu_redis
 
-from runs import tasks
+from loopboard.celery import app
+from runs import task_names as names
+
+
+def _send_on_commit(name: str, *args, **options) -> None:
+    """Send the task registered under `name` once the current transaction commits.
+
+    A signature by name goes through the registered task's own `apply_async` (its options,
+    and eager mode in tests); in a process that has not registered it, through `send_task`.
+    """
+    transaction.on_commit(app.signature(name, args, options=options).apply_async)
 
 
 def queue_ingest(trace_ids: Iterable[int]) -> None:
     """Parse these stored traces once the current transaction commits."""
     for trace_id in trace_ids:
-        tasks.ingest_trace.delay_on_commit(trace_id)
+        _send_on_commit(names.INGEST_TRACE, trace_id)
 
 
 BULK_QUEUE = "bulk"  # re-analysis of many runs: workers take it in turn with new uploads
@@ -36,9 +48,9 @@ def queue_analysis(run_ids: Iterable[int], *, bulk: bool = False) -> None:
     """
     for run_id in run_ids:
         if bulk:
-            tasks.analyze_run.apply_async_on_commit((run_id,), queue=BULK_QUEUE)
+            _send_on_commit(names.ANALYZE_RUN, run_id, queue=BULK_QUEUE)
         else:
-            tasks.analyze_run.delay_on_commit(run_id)
+            _send_on_commit(names.ANALYZE_RUN, run_id)
 
 
 def queue_assembly(
@@ -51,16 +63,16 @@ def queue_assembly(
     if not trace_ids:
         return
     if countdown:
-        tasks.assemble_otlp.apply_async_on_commit(
-            (project_id, list(trace_ids), quiet), countdown=countdown
+        _send_on_commit(
+            names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet, countdown=countdown
         )
     else:
-        tasks.assemble_otlp.delay_on_commit(project_id, list(trace_ids), quiet)
+        _send_on_commit(names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet)
 
 
 def queue_backtest(job_id: int) -> None:
     """Run this back-test once the transaction commits, on the bulk queue (it is long)."""
-    tasks.run_backtest.apply_async_on_commit((job_id,), queue=BULK_QUEUE)
+    _send_on_commit(names.RUN_BACKTEST, job_id, queue=BULK_QUEUE)
 
 
 def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
@@ -69,32 +81,32 @@ def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
     run_ids = list(run_ids)
     events = [(event.issue_id, event.kind) for event in issue_events]
     if run_ids or events:
-        tasks.send_alerts.delay_on_commit(run_ids, events)
+        _send_on_commit(names.SEND_ALERTS, run_ids, events)
 
 
 def queue_rate_rules(rule_ids: Iterable[int], now: datetime) -> None:
     """Measure each of these rate rules at `now`, a task per rule (at once: beat is in no
     transaction)."""
     for rule_id in rule_ids:
-        tasks.evaluate_rate_rule.delay(rule_id, now.isoformat())
+        app.signature(names.EVALUATE_RATE_RULE, (rule_id, now.isoformat())).apply_async()
 
 
 def queue_live_issues(run_id: int) -> None:
     """Fold a live run's new findings into its loop issues, LOOPBOARD_LIVE_ISSUES_SECONDS
     after this transaction commits."""
     countdown = settings.LOOPBOARD_LIVE_ISSUES_SECONDS
-    tasks.group_live_issues.apply_async_on_commit((run_id,), countdown=countdown)
+    _send_on_commit(names.GROUP_LIVE_ISSUES, run_id, countdown=countdown)
 
 
 def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:
     """Send this alert to each of these channels once the transaction commits."""
     for channel_id in channel_ids:
-        tasks.deliver.delay_on_commit(alert_id, channel_id)
+        _send_on_commit(names.DELIVER, alert_id, channel_id)
 
 
 def queue_test_delivery(alert_id: int, channel_id: int) -> None:
     """Send a channel's test message from the worker once the transaction commits."""
-    tasks.send_test_delivery.delay_on_commit(alert_id, channel_id)
+    _send_on_commit(names.SEND_TEST_DELIVERY, alert_id, channel_id)
 
 
 def depths() -> dict[str, int] | None:
@@ -102,7 +114,7 @@ def depths() -> dict[str, int] | None:
     lists, or the message files of the embedded filesystem transport; None for a broker that
     cannot be asked so cheaply (RabbitMQ: read its own metrics) or cannot be reached.
     """
-    names = (tasks.app.conf.task_default_queue, BULK_QUEUE)
+    names = (app.conf.task_default_queue, BULK_QUEUE)
     url = settings.CELERY_BROKER_URL
     if urlsplit(url).scheme in ("redis", "rediss"):
         # kombu keeps each priority step above 0 of a queue in a list of its own.

@@ -85,11 +85,13 @@ def background_worker(monkeypatch):
 
         return delay
 
-    monkeypatch.setattr(tasks.ingest_trace, "delay", in_thread(ingest.ingest_trace))
-    monkeypatch.setattr(tasks.analyze_run, "delay", in_thread(analysis.analyze_run))
-    # re-analyses after a policy change go to the bulk queue through apply_async
-    analyze = in_thread(analysis.analyze_run)
-    monkeypatch.setattr(tasks.analyze_run, "apply_async", lambda args, **_: analyze(*args))
+    # queue.py sends each task through its apply_async (re-analyses with the bulk queue)
+    for task, func in (
+        (tasks.ingest_trace, ingest.ingest_trace),
+        (tasks.analyze_run, analysis.analyze_run),
+    ):
+        run = in_thread(func)
+        monkeypatch.setattr(task, "apply_async", lambda args, kwargs=None, run=run, **_: run(*args))
     yield threads
     for thread in threads:
         thread.join(timeout=30)

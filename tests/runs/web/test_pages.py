@@ -297,10 +297,9 @@ def test_tuning_save_records_the_change_and_reanalyzes_affected_runs(
     from runs import tasks
     from runs.services import analysis
 
-    monkeypatch.setattr(tasks.analyze_run, "delay", analysis.analyze_run)
     monkeypatch.setattr(
-        tasks.analyze_run, "apply_async", lambda args, **_: analysis.analyze_run(*args)
-    )  # the bulk queue of re-analyses
+        tasks.analyze_run, "apply_async", lambda args, kwargs=None, **_: analysis.analyze_run(*args)
+    )
     two = process(project, looping_trace(2, tool="slow_search"), name="two.jsonl").runs.get()
     other = process(project, healthy_trace(), name="fine.jsonl").runs.get()
     assert two.verdict == "ok"
