@@ -5,6 +5,8 @@ web/, api/, the management commands -> services/ -> models, importers, detection
 tasks -> services/; services/queue.py is the only way back from a service to a task
 nothing imports web/ or api/ but the URL confs (and the NinjaAPI, which mounts the router)
 detection/ and importers/ import no Django, Celery, runs or loopboard code
+no import circle between project modules (imports under `if TYPE_CHECKING:` aside), and no
+project module imported inside a function, but for the few lazy imports allowed below
 """
 
 from __future__ import annotations
@@ -65,6 +67,113 @@ def offending(importer_prefix: str, forbidden: tuple[str, ...], allow: tuple[str
     )
 
 
+# (importer, imported): why this import waits until a function runs.
+LAZY = {
+    # The tasks import services, whose models need the app registry: Django's ready().
+    ("runs.apps", "runs.tasks"): "registers the tasks once the apps are loaded",
+    # An agent runs `loopboard hook AGENT PHASE` twice per tool call; install, uninstall and
+    # status (argparse and the settings files) load only when one of them is asked for.
+    ("loopboard.cli.hook", "loopboard.cli.hook_install"): "keeps the hook an agent runs lean",
+}
+
+
+def is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def project_imports(path: Path) -> list[tuple[str, int, bool]]:
+    """Return (module, line, at module level) for each project module a file imports at run
+    time: `from package import module` names the module, anything else the module imported."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and is_type_checking(child.test):
+                for other in child.orelse:
+                    visit_one(other, top)
+            else:
+                visit_one(child, top)
+
+    def visit_one(node: ast.AST, top: bool) -> None:
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in SOURCES else module
+                for alias in node.names
+            ]
+        else:
+            nested = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            visit(node, top and not nested)
+            return
+        for target in targets:
+            while target not in SOURCES and "." in target:
+                target = target.rpartition(".")[0]
+            if target in SOURCES:
+                found.append((target, node.lineno, top))
+
+    visit(ast.parse(path.read_text(), str(path)), True)
+    return found
+
+
+def files() -> dict[str, Path]:
+    return {module_name(p): p for name in PACKAGES for p in (ROOT / name).rglob("*.py")}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Return the strongly connected parts of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            part = []
+            while not part or part[-1] != node:
+                part.append(stack.pop())
+            if len(part) > 1 or node in graph[node]:
+                found.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return sorted(found)
+
+
+def test_no_import_circle_between_project_modules():
+    graph = {
+        name: {target for target, _, top in project_imports(path) if top}
+        for name, path in files().items()
+    }
+    assert cycles(graph) == []
+
+
+def test_no_project_module_is_imported_inside_a_function():
+    lazy = sorted(
+        (name, target, line)
+        for name, path in files().items()
+        for target, line, top in project_imports(path)
+        if not top and (name, target) not in LAZY
+    )
+    assert lazy == []
+
+
 def test_the_layers_are_all_there():
     for layer in ("runs.services", "runs.web", "runs.api", "runs.importers", "runs.tasks"):
         assert any(within(name, layer) for name in SOURCES), layer
@@ -81,7 +190,7 @@ def test_detection_and_importers_import_no_framework_or_app_code():
 
 def test_services_never_reach_up_to_pages_the_api_or_tasks():
     assert offending("runs.services", ("runs.web", "runs.api")) == []
-    assert offending("runs.services", ("runs.tasks",), allow=("runs.services.queue",)) == []
+    assert offending("runs.services", ("runs.tasks",)) == []
 
 
 def test_tasks_call_only_services():

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loopboard import embedded
+
 BASE_DIR = Path(__file__).resolve().parents[2]
 PR_SET_PDEATHSIG = 1
 LISTEN_TIMEOUT = 60  # seconds for the web server to start answering
@@ -77,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
     embedded_db = not env.get("DATABASE_URL")
     if embedded_db:
-        from loopboard import embedded
-
         print("Starting the embedded PostgreSQL (var/pg)…", flush=True)
         env["DATABASE_URL"] = embedded.database_url()
         env["LOOPBOARD_EMBEDDED"] = "true"
