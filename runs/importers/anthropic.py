@@ -24,8 +24,7 @@ Detection (`claim`): Anthropic-only blocks and fields decide it, but chat-only f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from detection.model import Run
 
@@ -34,10 +33,10 @@ from .conversation import (
     Conversation,
     anthropic_marks,
     chat_marks,
+    conversations_parser,
     join,
     messages_in,
     no_list,
-    read_conversations,
     result_error,
 )
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
@@ -219,14 +218,6 @@ def _run_from_object(
     return run
 
 
-def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the runs of one Anthropic messages file (see the module docstring)."""
-    yield from read_conversations(
-        stream,
-        source=source,
-        limits=limits,
-        format=name,
-        is_message=_is_message,
-        add_message=add_message,
-        run_from_object=_run_from_object,
-    )
+parse = conversations_parser(
+    name, is_message=_is_message, add_message=add_message, run_from_object=_run_from_object
+)

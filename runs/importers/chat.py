@@ -48,8 +48,7 @@ Roles:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from detection.model import Run, Step
 
@@ -59,10 +58,10 @@ from .conversation import (
     anthropic_marks,
     base_role,
     chat_marks,
+    conversations_parser,
     join,
     messages_in,
     no_list,
-    read_conversations,
     result_error,
 )
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
@@ -435,14 +434,6 @@ def _is_loose_message(value: Any) -> bool:
     return isinstance(value, dict) and "role" in value and _message_list(value) is None
 
 
-def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the runs of one chat file (see the module docstring for the shapes)."""
-    yield from read_conversations(
-        stream,
-        source=source,
-        limits=limits,
-        format=name,
-        is_message=_is_loose_message,
-        add_message=add_message,
-        run_from_object=_run_from_object,
-    )
+parse = conversations_parser(
+    name, is_message=_is_loose_message, add_message=add_message, run_from_object=_run_from_object
+)

@@ -288,6 +288,30 @@ AddMessage = Callable[[Conversation, Any, int], None]
 RunFromObject = Callable[..., Run]
 
 
+def conversations_parser(
+    format: str,
+    *,
+    is_message: Callable[[Any], bool],
+    add_message: AddMessage,
+    run_from_object: RunFromObject,
+) -> Callable[..., Iterator[Run]]:
+    """Return a conversation format's `parse(stream, *, source, limits)`: its files read by
+    `read_conversations` with the format's own messages and objects."""
+
+    def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
+        yield from read_conversations(
+            stream,
+            source=source,
+            limits=limits,
+            format=format,
+            is_message=is_message,
+            add_message=add_message,
+            run_from_object=run_from_object,
+        )
+
+    return parse
+
+
 def read_conversations(
     stream: IO[bytes],
     *,

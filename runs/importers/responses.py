@@ -33,8 +33,7 @@ Mapping (a linear run: no parent ids):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 from detection.model import Run, Step
 
@@ -43,8 +42,8 @@ from .conversation import (
     Conversation,
     Messages,
     chat_marks,
+    conversations_parser,
     join,
-    read_conversations,
     result_error,
 )
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
@@ -323,20 +322,12 @@ def _run_from_object(
     return run
 
 
-def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the runs of one Responses file (see the module docstring)."""
-    yield from read_conversations(
-        stream,
-        source=source,
-        limits=limits,
-        format=name,
-        is_message=_is_loose_item,
-        add_message=add_item,
-        run_from_object=_run_from_object,
-    )
-
-
 def _is_loose_item(value: Any) -> bool:
     return isinstance(value, dict) and (
         value.get("type") in ITEM_TYPES or ("type" not in value and "role" in value)
     )
+
+
+parse = conversations_parser(
+    name, is_message=_is_loose_item, add_message=add_item, run_from_object=_run_from_object
+)
