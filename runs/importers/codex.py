@@ -610,12 +610,6 @@ def _frame(text: str) -> Output | None:
     return Output(result, False, running=running)
 
 
-def read_output(output: Any) -> tuple[Any, bool]:
-    """Return (result, is_error) for a call output (see `read`)."""
-    out = read(output)
-    return out.result, out.error
-
-
 def _event(state: _State, payload: dict[str, Any], when: float | None) -> None:
     kind = payload.get("type")
     if kind == "user_message":

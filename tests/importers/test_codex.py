@@ -108,8 +108,9 @@ def test_tokens_aborted_turn_and_orphan_output():
         ("plain text", ("plain text", False)),
     ],
 )
-def test_read_output(output, expected):
-    result, error = codex.read_output(output)
+def test_a_call_output_reads_as_a_result_and_whether_it_failed(output, expected):
+    read = codex.read(output)
+    result, error = read.result, read.error
     if expected is None:
         assert error is True
     else:

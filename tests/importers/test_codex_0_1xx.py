@@ -186,7 +186,7 @@ def test_sandbox_denials_and_aborts_are_errors_by_their_text():
     ]:  # fmt: skip
         assert text_errors.error_rule(text, text_errors.CODEX) == rule, text
     # exit 0 framing with error words in the output is ok: the exit code is explicit
-    assert codex.read_output("Process exited with code 0\nOutput:\nPermission denied\n")[1] is False
+    assert codex.read("Process exited with code 0\nOutput:\nPermission denied\n").error is False
 
 
 @pytest.mark.parametrize(
@@ -209,7 +209,8 @@ def test_sandbox_denials_and_aborts_are_errors_by_their_text():
     ],
 )  # fmt: skip
 def test_output_shapes(value, result, error):
-    assert codex.read_output(value) == (result, error)
+    read = codex.read(value)
+    assert (read.result, read.error) == (result, error)
 
 
 def test_invalid_actions():
