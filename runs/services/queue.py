@@ -28,7 +28,7 @@ def _send_on_commit(name: str, *args, **options) -> None:
     A signature by name goes through the registered task's own `apply_async` (its options,
     and eager mode in tests); in a process that has not registered it, through `send_task`.
     """
-    transaction.on_commit(app.signature(name, args, options=options).apply_async)
+    transaction.on_commit(functools.partial(app.signature(name).apply_async, args, **options))
 
 
 def queue_ingest(trace_ids: Iterable[int]) -> None:
@@ -114,24 +114,24 @@ def depths() -> dict[str, int] | None:
     lists, or the message files of the embedded filesystem transport; None for a broker that
     cannot be asked so cheaply (RabbitMQ: read its own metrics) or cannot be reached.
     """
-    names = (app.conf.task_default_queue, BULK_QUEUE)
+    queues = (app.conf.task_default_queue, BULK_QUEUE)
     url = settings.CELERY_BROKER_URL
     if urlsplit(url).scheme in ("redis", "rediss"):
         # kombu keeps each priority step above 0 of a queue in a list of its own.
         subs = ["", *(f"{kombu_redis.Channel.sep}{p}" for p in kombu_redis.PRIORITY_STEPS[1:])]
         try:
             with _redis(url).pipeline(transaction=False) as pipe:
-                for name in names:
+                for name in queues:
                     for sub in subs:
                         pipe.llen(name + sub)
                 lengths = iter(pipe.execute())
         except redis.RedisError:
             return None
-        return {name: sum(next(lengths) for _ in subs) for name in names}
+        return {name: sum(next(lengths) for _ in subs) for name in queues}
     if url.startswith("filesystem:"):
         folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]
         files = [entry.name.partition(".")[2] for entry in os.scandir(folder)]
-        return {name: files.count(f"{name}.msg") for name in names}
+        return {name: files.count(f"{name}.msg") for name in queues}
     return None
 
 
