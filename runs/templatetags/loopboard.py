@@ -104,6 +104,16 @@ def real_time(moment):
 
 
 @register.filter
+def when(moment) -> str:
+    """Return a moment as "Mar 4, 10:00", with the year when it is not this year's."""
+    if moment is None:
+        return ""
+    local = timezone.localtime(moment)
+    same_year = local.year == timezone.localdate().year
+    return date(local, "M j, H:i" if same_year else "M j Y, H:i")
+
+
+@register.filter
 def run_when(run) -> SafeString:
     """Return a run's own start time (from the trace, else received), with "received" below."""
     received = _time_tag(run.created_at)
@@ -115,7 +125,7 @@ def run_when(run) -> SafeString:
 
 def _time_tag(moment) -> SafeString:
     local = timezone.localtime(moment)
-    return format_html('<time datetime="{}">{}</time>', local.isoformat(), date(local, "M j, H:i"))
+    return format_html('<time datetime="{}">{}</time>', local.isoformat(), when(local))
 
 
 @register.simple_tag

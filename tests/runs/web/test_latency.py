@@ -121,3 +121,10 @@ def test_an_epoch_timestamp_is_no_date(client_in, timed_run):
     Run.objects.filter(pk=timed_run.pk).update(started_at=datetime(1970, 1, 1, tzinfo=UTC))
     html = client_in.get(reverse("runs:list")).content.decode()
     assert "Jan 1, 00:00" not in html
+
+
+@pytest.mark.django_db
+def test_a_start_in_another_year_shows_its_year(client_in, timed_run):
+    Run.objects.filter(pk=timed_run.pk).update(started_at=datetime(2021, 1, 1, tzinfo=UTC))
+    html = client_in.get(reverse("runs:list")).content.decode()
+    assert ">Jan 1 2021, 00:00</time>" in html
