@@ -166,7 +166,7 @@ def get_trace(request: HttpRequest, trace_id: int = TRACE_ID):
 
 @router.get(
     "/traces/{trace_id}/raw",
-    response=ERRORS,
+    response={**ERRORS, 410: ErrorOut},
     tags=["traces"],
     openapi_extra={
         "responses": {
@@ -180,6 +180,8 @@ def get_trace(request: HttpRequest, trace_id: int = TRACE_ID):
 def download_trace(request: HttpRequest, trace_id: int = TRACE_ID) -> HttpResponse:
     """The trace's bytes exactly as they were received (possibly gzipped)."""
     trace = get_object_or_404(_project(request).traces, pk=trace_id)
+    if trace.raw_expired_at is not None:
+        raise HttpError(410, f"the trace's raw bytes expired on {trace.raw_expired_at:%Y-%m-%d}")
     return downloads.raw_response(trace)
 
 

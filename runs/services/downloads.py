@@ -8,8 +8,15 @@ from ..models import Trace
 
 
 def raw_response(trace: Trace) -> HttpResponse:
-    """Return a download response for a trace's bytes exactly as received."""
-    response = HttpResponse(bytes(trace.raw), content_type="application/octet-stream")
+    """Return a download response for a trace's bytes exactly as received; 410 Gone once
+    retention has removed them."""
+    if trace.raw_expired_at is not None:
+        return HttpResponse(
+            f"This trace's raw bytes expired on {trace.raw_expired_at:%Y-%m-%d} (retention).",
+            status=410,
+            content_type="text/plain; charset=utf-8",
+        )
+    response = HttpResponse(trace.raw_bytes(), content_type="application/octet-stream")
     filename = "".join(c for c in trace.name if c.isalnum() or c in "._- ")[:100] or "trace"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["X-Content-Type-Options"] = "nosniff"

@@ -17,7 +17,7 @@ import detection
 
 from .. import importers
 from ..importers import TraceError
-from ..models import Project, Run, Step, Trace, Verdict
+from ..models import Project, Run, Step, Trace, Verdict, pack_raw
 from . import analysis, deletion, queue, storage
 from . import policy as policy_service
 
@@ -45,6 +45,7 @@ def store_trace(
     their metadata says).
     """
     digest = hashlib.sha256(data).hexdigest()
+    stored, encoding = pack_raw(data)
     with transaction.atomic():
         trace, created = Trace.objects.get_or_create(
             project=project,
@@ -52,7 +53,8 @@ def store_trace(
             defaults={
                 "name": storage.clean_text(name[:255]) or "trace",
                 "size": len(data),
-                "raw": data,
+                "raw": stored,
+                "raw_encoding": encoding,
                 "declared_format": format,
                 "source": source,
                 "agent_version": storage.clean_text(version.strip()[:100]),
@@ -67,16 +69,18 @@ def store_trace(
 
 
 def reimport(trace: Trace, format: str) -> None:
-    """Import a stored trace again with a forced format (its runs are replaced)."""
+    """Import a stored trace again with a forced format (its runs are replaced); not once
+    retention has removed its bytes (its runs stay as they are)."""
     with transaction.atomic():
-        Trace.objects.filter(pk=trace.pk).update(
+        changed = Trace.objects.filter(pk=trace.pk, raw_expired_at=None).update(
             declared_format=format,
             status=Trace.Status.RECEIVED,
             import_attempts=0,
             error="",
             updated_at=timezone.now(),
         )
-        queue.queue_ingest([trace.pk])
+        if changed:
+            queue.queue_ingest([trace.pk])
     trace.refresh_from_db(fields=["declared_format", "status", "import_attempts", "error"])
 
 
@@ -194,7 +198,7 @@ def _store_parsed(trace: Trace, project: Project) -> None:
     deletion.delete_runs(trace.runs.all())  # leftovers of an attempt that died go
     run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
     for parsed in importers.iter_runs(
-        bytes(trace.raw),
+        trace.raw_bytes(),
         source=trace.name,
         format=trace.declared_format or None,
         limits=import_limits(),

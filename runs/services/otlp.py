@@ -54,7 +54,7 @@ from ..importers.otlp import (
 )
 from ..importers.otlp.spans import SESSION_PREFIX
 from ..importers.reading import Limits
-from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict
+from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict, pack_raw, unpack_raw
 from . import deletion, ingest, queue, storage
 from . import policy as policy_service
 
@@ -204,12 +204,14 @@ def _request_trace(
 ) -> Trace:
     """Return the (unsaved) Trace that keeps one request's bytes."""
     declared = f"otlp-logs-{export.encoding}" if signal == "logs" else f"otlp-{export.encoding}"
+    stored, encoding = pack_raw(body)
     return Trace(
         project=project,
         sha256=hashlib.sha256(body).hexdigest(),
         name=name or _request_name(now),
         size=len(body),
-        raw=body,
+        raw=stored,
+        raw_encoding=encoding,
         declared_format=declared,
         format=declared,
         # Not "received"/"parsing": requeue_stale must not hand it to the importers.
@@ -221,10 +223,10 @@ def _request_trace(
 
 
 TRACE_INSERT = f"""
-    INSERT INTO {Trace._meta.db_table} (project_id, name, sha256, size, raw, declared_format,
-        format, status, error, skipped_lines, import_attempts, warnings, source, uploaded_by_id,
-        agent_version, created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, '', %s, %s)
+    INSERT INTO {Trace._meta.db_table} (project_id, name, sha256, size, raw, raw_encoding,
+        declared_format, format, status, error, skipped_lines, import_attempts, warnings, source,
+        uploaded_by_id, agent_version, created_at, updated_at)
+    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, '', %s, %s)
     ON CONFLICT (project_id, sha256) DO NOTHING
     RETURNING id
 """
@@ -232,9 +234,10 @@ _lz4: bool | None = None
 
 
 def _insert_raw(trace: Trace) -> bool:
-    """Insert a request trace, its bytes as a binary parameter (no escaping to text) and
-    compressed with lz4 where the server has it (pglz takes ~4 times as long for the same
-    bytes); set trace.pk and return True, or return False if these bytes are already stored.
+    """Insert a request trace, its bytes (zstd-compressed already: `pack_raw`) as a binary
+    parameter (no escaping to text); the server's own TOAST compression is lz4 where it has
+    it, which gives up on compressed bytes sooner than pglz. Set trace.pk and return True, or
+    return False if these bytes are already stored.
     """
     global _lz4
     connection.ensure_connection()
@@ -250,8 +253,8 @@ def _insert_raw(trace: Trace) -> bool:
         inserted = cursor.execute(
             TRACE_INSERT,
             [trace.project_id, trace.name, trace.sha256, trace.size, trace.raw,
-             trace.declared_format, trace.format, trace.status, trace.error, trace.source,
-             trace.created_at, trace.updated_at],
+             trace.raw_encoding, trace.declared_format, trace.format, trace.status, trace.error,
+             trace.source, trace.created_at, trace.updated_at],
         ).fetchone()  # fmt: skip
     if inserted is None:
         return False
@@ -454,11 +457,15 @@ def _raw_requests(trace_ids: list[int]) -> list[StoredRequest]:
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
-            f"SELECT id, raw, declared_format FROM {Trace._meta.db_table} WHERE id = ANY(%s)",
+            f"SELECT id, raw, raw_encoding, declared_format FROM {Trace._meta.db_table} "
+            "WHERE id = ANY(%s)",
             [trace_ids],
             binary=True,
         )
-        return [StoredRequest(pk, bytes(raw), fmt) for pk, raw, fmt in cursor.fetchall()]
+        return [
+            StoredRequest(pk, unpack_raw(raw, encoding), fmt)
+            for pk, raw, encoding, fmt in cursor.fetchall()
+        ]
 
 
 def _items_by_key(request: StoredRequest, wanted: set[str]) -> dict[str, list[Item]]:

@@ -23,7 +23,7 @@ def test_push_sends_files_and_prints_trace_ids(live_server, key, project, tmp_pa
     assert traces.count() == 2
     for trace in traces:
         assert f"trace {trace.pk} received" in out
-    assert bytes(traces.get(name="ok.jsonl.gz").raw) == second.read_bytes()
+    assert traces.get(name="ok.jsonl.gz").raw_bytes() == second.read_bytes()
 
 
 @pytest.mark.django_db(transaction=True)

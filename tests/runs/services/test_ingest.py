@@ -50,7 +50,7 @@ def test_a_malformed_file_fails_with_the_line_and_keeps_the_raw_bytes(project, p
     assert trace.status == Trace.Status.FAILED
     assert "broken.jsonl:1" in trace.error
     assert "invalid JSON" in trace.error
-    assert bytes(trace.raw) == data
+    assert trace.raw_bytes() == data
     assert not Run.objects.exists()
     assert not Step.objects.exists()
 
@@ -171,7 +171,7 @@ def test_a_trace_whose_import_died_twice_is_failed_not_retried(project):
     trace.refresh_from_db()
     assert trace.status == Trace.Status.FAILED
     assert "ran out of memory or was killed 2 times" in trace.error
-    assert not trace.runs.exists() and bytes(trace.raw) == looping_trace(3)
+    assert not trace.runs.exists() and trace.raw_bytes() == looping_trace(3)
 
 
 @pytest.mark.parametrize(
