@@ -1,8 +1,10 @@
 """The Time tab, one clock on every page, per-step usage in the timeline, previous and next."""
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from django.db.models import Sum
 from django.urls import reverse
 from django.utils import timezone
 
@@ -10,6 +12,7 @@ from runs.models import Run
 from runs.web import latency
 from tests.helpers import call, message, native_jsonl
 
+DATA = Path(__file__).resolve().parents[2] / "data" / "importers"
 T0 = datetime(2026, 3, 4, 10, 0, tzinfo=UTC)
 
 
@@ -128,3 +131,13 @@ def test_a_start_in_another_year_shows_its_year(client_in, timed_run):
     Run.objects.filter(pk=timed_run.pk).update(started_at=datetime(2021, 1, 1, tzinfo=UTC))
     html = client_in.get(reverse("runs:list")).content.decode()
     assert ">Jan 1 2021, 00:00</time>" in html
+
+
+@pytest.mark.django_db
+def test_a_codex_runs_tokens_appear_on_its_page(client_in, project, process):
+    data = (DATA / "codex_rollout.jsonl").read_bytes()
+    run = process(project, data, name="rollout.jsonl").runs.get()
+    total = run.steps.aggregate(n=Sum("tokens_in"))["n"]
+    assert total
+    html = client_in.get(reverse("runs:detail", args=[run.pk])).content.decode()
+    assert "<dt>Tokens</dt>" in html and 'class="step__usage" title="tokens in / out"' in html
