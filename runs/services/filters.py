@@ -23,7 +23,7 @@ from ..models import Run, Verdict
 from . import storage
 
 SORTS = {
-    "new": ("created_at", "Newest"),
+    "new": ("created_at", "Newest received"),
     "score": ("stall_score", "Stall score"),
     "waste": ("waste_steps", "Waste"),
 }
