@@ -9,6 +9,7 @@ from django.conf import settings
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from ..importers.reading import DEFAULT_LIMITS, clip_json
 from ..importers.reading import json_depth_ok as json_depth
 
 
@@ -303,7 +304,8 @@ class LiveOpenIn(Schema):
     @field_validator("metadata")
     @classmethod
     def check_depth(cls, value: Any) -> Any:
-        return _bounded(value)
+        # long strings cut, with a marker, as imports and live appends cut values
+        return clip_json(_bounded(value), DEFAULT_LIMITS)
 
 
 class LiveRunOut(Schema):

@@ -80,6 +80,60 @@ def test_the_api_refuses_an_unusable_session_id_with_a_clear_400(project, client
     assert client.post(f"{path}/end", {}, "application/json").status_code == 200
 
 
+# Session ids an agent or a hostile client may send: each is usable or refused, none between.
+ODD_SESSION_IDS = [
+    "a/b", "/", ".", "..", "./x", "x/..", "a\\b", "nul\x00", "del\x7f", "nel\x85", "x" * 256,
+    "s\ud800", "a%2Fb", "%2e%2e", "...", ". .", "sp ace", "q?x#y", ";semi", "a+b", "~",
+    "uni\u2028x", "zw\u200b", "e\u0301", "\ufffd", "\U0001f600",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("session", ODD_SESSION_IDS)
+def test_a_live_session_id_is_usable_in_every_later_call_or_refused_at_open(
+    project, client, key, session
+):
+    """Opened means every later call (append, read, check, end) finds the run through its
+    percent-encoded URL; otherwise the open is a clear 4xx and no run is made."""
+    from loopboard.cli.live_client import LiveClient
+    from runs.models import Run
+
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    body = json.dumps({"external_id": session}).encode()  # a lone surrogate as \\ud800
+    opened = client.post("/api/live/runs", body, "application/json")
+    if opened.status_code != 200:
+        assert opened.status_code in (400, 422), opened.content
+        assert opened.json()["detail"].startswith(("external_id: ", "invalid request: "))
+        assert not Run.objects.exists()
+        return
+    path = LiveClient.run_path(session)
+    steps = {"steps": [{"tool": "read", "args": {"p": 1}, "id": "s1"}]}
+    answers = [
+        client.post(f"{path}/steps", steps, "application/json"),
+        client.get(path),
+        client.post(f"{path}/check", {"tool": "read", "args": {"p": 1}}, "application/json"),
+        client.post(f"{path}/end", {}, "application/json"),
+    ]
+    assert [a.status_code for a in answers] == [200] * 4, [a.content for a in answers]
+    assert answers[1].json()["run_id"] == opened.json()["run_id"] == Run.objects.get().pk
+    assert answers[1].json()["steps"] == 1
+
+
+def test_a_live_runs_metadata_is_cut_like_imported_values(project, client, key):
+    from runs.importers.reading import DEFAULT_LIMITS
+    from runs.models import Run
+
+    limit = DEFAULT_LIMITS.max_value_chars
+    client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {key}"
+    body = {"external_id": "big-meta", "metadata": {"prompt": "p" * (limit + 7), "n": 1}}
+    assert client.post("/api/live/runs", body, "application/json").status_code == 200
+    metadata = Run.objects.get(external_id="big-meta").metadata
+    assert metadata["n"] == 1 and metadata["prompt"].startswith("p" * limit)
+    assert (
+        metadata["prompt"].endswith("…[truncated 7 chars]")
+        and len(metadata["prompt"]) < limit + 100
+    )
+
+
 def test_a_read_key_checks_but_cannot_write_stopped_calls(project, client):
     from runs.models import ApiKey, StoppedCall
 
