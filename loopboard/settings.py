@@ -191,6 +191,8 @@ CELERY_BEAT_SCHEDULE = {
     "send-digests": {"task": task_names.SEND_DIGESTS, "schedule": 60.0},
     # Fold the metric rows the triggers add into totals, so a scrape reads few rows.
     "compact-metrics": {"task": task_names.COMPACT_METRICS, "schedule": 60.0},
+    # Delete what each project keeps no longer (runs.services.retention), in short batches.
+    "apply-retention": {"task": task_names.APPLY_RETENTION, "schedule": crontab(minute=40)},
 }
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.

@@ -21,6 +21,7 @@ from .services import (
     metrics,
     otlp,
     recovery,
+    retention,
 )
 
 # A lost database is retried for about 25 minutes (1 s, 2 s, 4 s ... then every 5 minutes);
@@ -135,3 +136,9 @@ def recover() -> None:
 def requeue_unfinished(**_kwargs) -> None:
     """When a worker starts, queue again what a worker that died left behind."""
     recovery.requeue_stale()
+
+
+@app.task(name=names.APPLY_RETENTION, soft_time_limit=3300, time_limit=3400, ignore_result=True)
+def apply_retention() -> None:
+    """Delete the raw bytes, steps and runs each project keeps no longer (beat, hourly)."""
+    retention.apply()

@@ -253,6 +253,7 @@ def selected_runs(job: BacktestJob, upto: int) -> QuerySet[Run]:
             created_at__lt=job.until,
             live=False,
             pk__lte=upto,
+            steps_expired_at=None,  # nothing to run the engine over
         )
         .exclude(verdict=Verdict.PENDING)
         .order_by("pk")

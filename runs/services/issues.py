@@ -51,6 +51,10 @@ class IssueEvent:
 NEW, REGRESSED = "new", "regressed"
 
 
+class StepsExpired(Exception):
+    """A run whose steps retention deleted was to be analyzed again; nothing was written."""
+
+
 # -- grouping -----------------------------------------------------------------------------
 
 
@@ -82,6 +86,11 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     runs = {run.pk: run for run in runs if run.pk is not None}
     if not runs:
         return []
+    # The fingerprints read the steps: a run whose steps retention deleted cannot be grouped
+    # again, so the analysis writing it rolls back and the run keeps what it had.
+    expired = Run.objects.filter(pk__in=list(runs)).exclude(steps_expired_at=None)
+    if expired.exists():
+        raise StepsExpired(f"the steps of run {expired.values_list('pk', flat=True)[0]} expired")
     # Grouped findings are in the runs' IssueRun rows already (recount_runs made them).
     ungrouped = Q(fingerprint="") | (~Q(severity=Finding.Severity.INFO) & Q(issue=None))
     found = Finding.objects.filter(ungrouped, run_id__in=list(runs))
@@ -513,10 +522,14 @@ def regroup(projects: QuerySet[Project] | None = None, *, batch: int = 500) -> i
                 .order_by("pk")
                 .values_list("pk", flat=True)
             )
-            Finding.objects.filter(run__project=project).update(issue=None, fingerprint="")
+            # The findings of runs whose steps expired keep their grouping (no steps to
+            # fingerprint again); `refresh` counts them from it.
+            Finding.objects.filter(run__project=project, run__steps_expired_at=None).update(
+                issue=None, fingerprint=""
+            )
             refresh(stale)
         run_ids = list(
-            Run.objects.filter(project=project, findings__isnull=False)
+            Run.objects.filter(project=project, findings__isnull=False, steps_expired_at=None)
             .distinct()
             .order_by("pk")
             .values_list("pk", flat=True)
