@@ -16,6 +16,7 @@ from runs.api import auth, middleware, ratelimit
 from runs.api.alerts import router as alerts_router
 from runs.api.issues import router as issues_router
 from runs.api.labels import router as labels_router
+from runs.api.retention import router as retention_router
 from runs.api.router import router
 from runs.importers.reading import json_depth_ok
 
@@ -58,6 +59,7 @@ api.add_router("/", router)
 api.add_router("/", alerts_router)
 api.add_router("/", labels_router)
 api.add_router("/", issues_router)
+api.add_router("/", retention_router)
 
 
 def _error(request: HttpRequest, message: str, status: int, **headers: str) -> HttpResponse:

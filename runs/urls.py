@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .web import latency, views
+from .web import latency, storage, views
 
 app_name = "runs"
 
@@ -64,6 +64,8 @@ urlpatterns = [
         views.project_timezone,
         name="project_timezone",
     ),
+    path("projects/<slug:slug>/storage/", storage.project_storage, name="project_storage"),
+    path("projects/<slug:slug>/retention/", storage.retention_save, name="project_retention"),
     path(
         "projects/<slug:slug>/settings/deliveries/",
         views.alert_deliveries,

@@ -27,7 +27,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..models import Project, Verdict
-from . import queue
+from . import queue, usage
 
 # The histogram bucket bounds in seconds (+Inf aside); the triggers' `runs_metric_buckets()`.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -127,6 +127,7 @@ class MetricsCollector(Collector):
         projects = read(self.project)
         yield from _run_families(projects)
         yield from _latency_families(projects)
+        yield from _storage_families(self.project)
         if self.project is None:
             depths = queue.depths()
             if depths is not None:
@@ -213,6 +214,34 @@ def _latency_families(projects: list[Figures]) -> Iterator[Metric]:
         ingest.add_metric([p.slug], *histogram(p, "ingest_latency"))
         analysis.add_metric([p.slug], *histogram(p, "analysis_latency"))
     yield from (ingest, analysis)
+
+
+def _storage_families(project: Project | None) -> Iterator[Metric]:
+    """The bytes each project stores by kind and their growth per day, as the hourly
+    retention pass last measured them (`usage`)."""
+    stored = GaugeMetricFamily(
+        "loopboard_stored_bytes",
+        "Bytes stored (raw compressed; steps and findings: their share of the tables).",
+        labels=["project", "kind"],
+    )
+    growth = GaugeMetricFamily(
+        "loopboard_stored_bytes_growth_per_day",
+        "Growth of the stored bytes per day, over up to the last 7 days.",
+        labels=["project", "kind"],
+    )
+    projects = Project.objects.order_by("slug")
+    if project is not None:
+        projects = projects.filter(pk=project.pk)
+    for p in projects:
+        figures = usage.figures(p)
+        if figures.latest is None:
+            continue
+        for kind in (*usage.KINDS, "total_bytes"):
+            name = kind.removesuffix("_bytes")
+            stored.add_metric([p.slug, name], getattr(figures.latest, kind))
+            if figures.growth[kind] is not None:
+                growth.add_metric([p.slug, name], figures.growth[kind])
+    yield from (stored, growth)
 
 
 def exposition(project: Project | None = None) -> bytes:

@@ -26,7 +26,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from ..models import Label, LedgerRow, OtlpSpanGroup, Project, Run, Step, Trace
-from . import deletion
+from . import deletion, usage
 
 BATCH = 5000  # rows per DELETE
 RUN_BATCH = 200  # runs marked or deleted per transaction
@@ -35,7 +35,8 @@ LOCK = 0x6C62_7274  # pg advisory lock id ("lbrt"): one purge at a time
 
 
 def apply(now=None) -> dict[str, int]:
-    """Delete what has expired in every project; return the counts (raw, steps, runs)."""
+    """Delete what has expired in every project, then measure what each stores (and warn
+    near its budget: `usage`); return the counts deleted (raw, steps, runs)."""
     now = now or timezone.now()
     done = {"raw": 0, "steps": 0, "runs": 0}
     with connection.cursor() as cursor:
@@ -46,6 +47,7 @@ def apply(now=None) -> dict[str, int]:
         for project in Project.objects.order_by("pk"):
             for kind, count in apply_project(project, now).items():
                 done[kind] += count
+            usage.warn_if_near_budget(project, usage.measure(project, now))
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [LOCK])
@@ -151,3 +153,34 @@ def expire_runs(project: Project, cutoff, now) -> int:
     while ids := list(empty.order_by("pk").values_list("pk", flat=True)[:RAW_BATCH]):
         deletion.delete_traces(Trace.objects.filter(pk__in=ids))
     return total
+
+
+SETTINGS = ("raw_retention_days", "step_retention_days", "run_retention_days")
+MAX_DAYS = 36500
+
+
+class SettingsInvalid(ValueError):
+    """Retention settings that cannot be saved; the message says why."""
+
+
+def save_settings(project: Project, values: dict) -> Project:
+    """Set the project's retention days (None: for ever) and storage budget (None: none) from
+    `values` (those missing keep theirs). Raises SettingsInvalid."""
+    for field in (*SETTINGS, "storage_budget_bytes"):
+        if field in values:
+            setattr(project, field, values[field])
+    for field in SETTINGS:
+        days = getattr(project, field)
+        if days is not None and not 1 <= days <= MAX_DAYS:
+            raise SettingsInvalid(f"{field} is 1 to {MAX_DAYS} days, or null (for ever)")
+    if project.storage_budget_bytes is not None and project.storage_budget_bytes < 1:
+        raise SettingsInvalid("storage_budget_bytes is a positive number of bytes, or null")
+    runs, steps, raw = (
+        getattr(project, f)
+        for f in ("run_retention_days", "step_retention_days", "raw_retention_days")
+    )
+    for shorter, name in ((steps, "steps"), (raw, "raw bytes")):
+        if runs is not None and (shorter is None or shorter > runs):
+            raise SettingsInvalid(f"{name} cannot be kept longer than the runs they belong to")
+    project.save(update_fields=[*SETTINGS, "storage_budget_bytes"])
+    return project
