@@ -163,3 +163,32 @@ def test_a_reanalysis_racing_the_purge_neither_crashes_nor_changes_the_run(proje
     assert after.verdict == run.verdict and len(outcomes) == 15
     issue.refresh_from_db()
     assert (issue.run_count, issue.finding_count, issue.waste_steps) == counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_analysis_that_read_the_steps_before_the_purge_writes_nothing_after_it(project):
+    """The ordering the race above may or may not hit, made certain: a re-analysis reads
+    every step (and runs the engine), then the purge marks the run and deletes its steps,
+    then the re-analysis writes. It is refused (StepsExpired), the transaction rolls back,
+    and the run keeps its findings and its issue's counts."""
+    from runs.services import policy, storage
+
+    run = stored_run(project, looping_trace(12))
+    before = sorted(run.findings.values_list("detector", "signature", "count", "issue_id"))
+    issue = LoopIssue.objects.get(project=project)
+    counted = (issue.run_count, issue.finding_count, issue.waste_steps)
+    steps = list(storage.iter_steps(run.pk))[:6]  # what it read: findings it would change
+    engine_policy = policy.engine_policy(project)
+    prepared = analysis.prepare([(Run.objects.get(pk=run.pk), steps)], engine_policy)
+    keep(project, steps=90)
+    retention.apply()
+    assert not Step.objects.filter(run=run).exists()
+    with pytest.raises(issues.StepsExpired):
+        analysis.write(prepared)
+    after = Run.objects.get(pk=run.pk)
+    assert sorted(after.findings.values_list("detector", "signature", "count", "issue_id")) == (
+        before
+    )
+    assert after.verdict == run.verdict and after.step_count == run.step_count
+    issue.refresh_from_db()
+    assert (issue.run_count, issue.finding_count, issue.waste_steps) == counted
