@@ -92,3 +92,28 @@ def hold_and_race(hold, race, *, wait: float = 0.5) -> list[BaseException]:
     second.join(10)
     assert waited or errors, "the second thread did not wait for the first's transaction"
     return errors
+
+
+def at_once(send, bodies) -> list:
+    """Call `send(body)` for each body in its own thread, all released at the same moment
+    (each thread on its own database connection); return what the calls returned."""
+    import threading
+
+    from django.db import connection
+
+    start = threading.Barrier(len(bodies))
+    answers: list = []
+
+    def one(body) -> None:
+        try:
+            start.wait()
+            answers.append(send(body))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers

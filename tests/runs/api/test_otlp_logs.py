@@ -23,6 +23,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from loopboard.celery import app
 from runs.importers import iter_runs
 from runs.models import OtlpSpanGroup, Run, Trace
+from tests.helpers import at_once
 
 from .test_otlp import TRACE_A, attr, request, root_span, to_proto, tool_span
 
@@ -255,9 +256,6 @@ def test_the_opentelemetry_log_exporter_against_the_live_receiver(live_server, k
 def test_two_requests_of_one_session_at_once_make_one_run(key, project):
     """Both halves of a logs-only session arrive on two connections at the same moment; each
     assembles inline (eager tasks) under the session key's advisory lock: one run, complete."""
-    import threading
-
-    from django.db import connection
     from django.test import Client
 
     data = json.loads((DATA / "otlp_claude_code_logs_only.json").read_text())
@@ -267,21 +265,9 @@ def test_two_requests_of_one_session_at_once_make_one_run(key, project):
         half = json.loads(json.dumps(data))
         half["resourceLogs"][0]["scopeLogs"][0]["logRecords"] = part
         halves.append(json.dumps(half).encode())
-    start = threading.Barrier(2)
-    statuses: list[int] = []
-
-    def send(body: bytes) -> None:
-        try:
-            start.wait()
-            statuses.append(post(Client(), key, body, "application/json").status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send, args=(body,)) for body in halves]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = at_once(
+        lambda body: post(Client(), key, body, "application/json").status_code, halves
+    )
     assert statuses == [200, 200]
     (run,) = Run.objects.filter(project=project)
     # whichever assembled last saw both requests: 4 tool calls (3 results, 1 rejection)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runs.models import OtlpSpanGroup, Run
+from tests.helpers import at_once
 
 from .test_otlp import TRACE_A, TRACE_B, attr, eager, post, request, root_span, to_proto, tool_span
 
@@ -80,9 +81,6 @@ def test_a_root_that_names_the_session_first_still_takes_the_later_spans(client,
 def test_the_calls_and_the_root_that_names_the_session_at_once_make_one_run(key, project, attempt):
     """The calls of a trace and its session-naming root arrive on two connections at the same
     moment; each request is filed and assembled inline (eager tasks): one run, every call."""
-    import threading
-
-    from django.db import connection
     from django.test import Client
 
     trace_id = f"{attempt + 1:032x}"
@@ -90,21 +88,7 @@ def test_the_calls_and_the_root_that_names_the_session_at_once_make_one_run(key,
         to_proto(request(*[tool_span(trace_id, n) for n in range(5)])),
         to_proto(request(tool_span(trace_id, 5), session_root(trace_id))),
     ]
-    start = threading.Barrier(2)
-    statuses: list[int] = []
-
-    def send_one(body: bytes) -> None:
-        try:
-            start.wait()
-            statuses.append(post(Client(), key, body).status_code)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=send_one, args=(body,)) for body in bodies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = at_once(lambda body: post(Client(), key, body).status_code, bodies)
     assert statuses == [200, 200]
     (run,) = Run.objects.filter(project=project)
     assert run.external_id == SESSION and run.tool_call_count == 6
