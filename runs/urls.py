@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .web import latency, storage, views
+from .web import compare, latency, storage, views
 
 app_name = "runs"
 
@@ -13,8 +13,8 @@ urlpatterns = [
     path("runs/<int:run_id>/tree/", views.run_tree, name="tree"),
     path("runs/<int:run_id>/ledger/", views.run_ledger, name="ledger"),
     path("runs/<int:run_id>/time/", latency.run_latency, name="latency"),
-    path("runs/<int:run_id>/compare/", views.compare_pick, name="compare_pick"),
-    path("runs/<int:run_id>/compare/<int:other_id>/", views.compare, name="compare"),
+    path("runs/<int:run_id>/compare/", compare.compare_pick, name="compare_pick"),
+    path("runs/<int:run_id>/compare/<int:other_id>/", compare.compare, name="compare"),
     path(
         "runs/<int:run_id>/findings/<int:finding_id>/label/",
         views.label_finding,

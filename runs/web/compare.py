@@ -1,4 +1,4 @@
-"""Page builder: one window of two runs compared side by side.
+"""Page builder and views: one window of two runs compared side by side.
 
 The comparison (`services.compare`) aligns every step of both runs; this module shows a
 window of its rows, never all of them: equal stretches longer than `FOLD_MIN` fold into one
@@ -13,10 +13,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
 from django.db.models import TextField
 from django.db.models.functions import Cast, Left
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
 
 from ..models import Run, Step
+from ..services import access
+from ..services import compare as compare_service
 from ..services.compare import CHANGED, EQUAL, Comparison, Row, StepFacts
 from . import stepview, timeline
 
@@ -329,4 +336,56 @@ def context(cmp: Comparison, window: Window) -> dict[str, Any]:
         "counts": {kind: cmp.counts.get(kind, 0) for kind in kinds},
         "left_url": cmp.left.get_absolute_url(),
         "right_url": cmp.right.get_absolute_url(),
+    }
+
+
+def _int(value: str | None, default: int | None = 0) -> int | None:
+    return int(value) if value and value.isdigit() else default
+
+
+@require_GET
+@login_required
+def compare_pick(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Pick the run to compare with (by default the previous run of the same task);
+    ``?other=`` goes to the comparison, ``?q=`` searches the project's runs."""
+    run = access.get_run(request.user, run_id)
+    other_id = _int(request.GET.get("other"), None)
+    if other_id is not None:
+        other = access.get_run(request.user, other_id)
+        return redirect("runs:compare", run.pk, other.pk)
+    query = request.GET.get("q", "").strip()[:100]
+    default = compare_service.default_other(run)
+    return render(request, "runs/run_compare.html", _compare_picker(run, query, default, default))
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def compare(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
+    """Two runs side by side, aligned step by step; htmx asks for more rows or a fold."""
+    run = access.get_run(request.user, run_id)
+    other = access.get_run(request.user, other_id)
+    comparison = compare_service.compare_runs(run, other)
+    window = build_window(
+        comparison,
+        _int(request.GET.get("from")) or 0,
+        end=_int(request.GET.get("to"), None),
+        flat=request.GET.get("flat") == "1",
+    )
+    page = context(comparison, window)
+    if request.htmx:
+        return render(request, "runs/run_compare.html#compare-rows", page)
+    default = compare_service.default_other(run)
+    page |= _compare_picker(run, "", default, other)
+    return render(request, "runs/run_compare.html", page)
+
+
+def _compare_picker(run: Run, query: str, default: Run | None, selected: Run | None) -> dict:
+    """Return the picker's context: the runs to choose from, with ``selected`` first."""
+    return {
+        "run": run,
+        "query": query,
+        "candidates": compare_service.candidates(run, query, first=selected),
+        "default_id": default.pk if default else None,
+        "selected": selected.pk if selected else None,
     }

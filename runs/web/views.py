@@ -24,13 +24,11 @@ from ..services import access, api_keys, digest, downloads, filters, ingest, iss
 from ..services import alerts as alert_service
 from ..services import backtest as backtest_service
 from ..services import channels as channel_service
-from ..services import compare as compare_service
 from ..services import delivery as alert_delivery
 from ..services import labels as labels_service
 from ..services import policy as policy_service
 from . import alerts as alerts_page
 from . import backtest, charts, forms, stepview, timeline, tree
-from . import compare as compare_page
 from . import issues as issues_page
 from . import overview as overview_service
 
@@ -719,54 +717,6 @@ def trace_raw(request: HttpRequest, trace_id: int) -> HttpResponse:
     """Download a trace's bytes as received, if the user is a member of its project."""
     trace = get_object_or_404(access.traces_for(request.user), pk=trace_id)
     return downloads.raw_response(trace)
-
-
-@require_GET
-@login_required
-def compare_pick(request: HttpRequest, run_id: int) -> HttpResponse:
-    """Pick the run to compare with (by default the previous run of the same task);
-    ``?other=`` goes to the comparison, ``?q=`` searches the project's runs."""
-    run = access.get_run(request.user, run_id)
-    other_id = _int(request.GET.get("other"), None)
-    if other_id is not None:
-        other = access.get_run(request.user, other_id)
-        return redirect("runs:compare", run.pk, other.pk)
-    query = request.GET.get("q", "").strip()[:100]
-    default = compare_service.default_other(run)
-    return render(request, "runs/run_compare.html", _compare_picker(run, query, default, default))
-
-
-@require_GET
-@login_required
-@vary_on_headers("HX-Request")
-def compare(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
-    """Two runs side by side, aligned step by step; htmx asks for more rows or a fold."""
-    run = access.get_run(request.user, run_id)
-    other = access.get_run(request.user, other_id)
-    comparison = compare_service.compare_runs(run, other)
-    window = compare_page.build_window(
-        comparison,
-        _int(request.GET.get("from")) or 0,
-        end=_int(request.GET.get("to"), None),
-        flat=request.GET.get("flat") == "1",
-    )
-    context = compare_page.context(comparison, window)
-    if request.htmx:
-        return render(request, "runs/run_compare.html#compare-rows", context)
-    default = compare_service.default_other(run)
-    context |= _compare_picker(run, "", default, other)
-    return render(request, "runs/run_compare.html", context)
-
-
-def _compare_picker(run: Run, query: str, default: Run | None, selected: Run | None) -> dict:
-    """Return the picker's context: the runs to choose from, with ``selected`` first."""
-    return {
-        "run": run,
-        "query": query,
-        "candidates": compare_service.candidates(run, query, first=selected),
-        "default_id": default.pk if default else None,
-        "selected": selected.pk if selected else None,
-    }
 
 
 @require_GET
