@@ -32,10 +32,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .errors import Skips, TooManySteps, TraceError, too_many_held
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, first_byte, iter_document, looks_like_jsonl, stream_head
 
 name = "openai-agents"

@@ -8,7 +8,7 @@ JSONL (records with `type`, `sessionId`, `uuid`, `message`) is *not* this format
 Mapping (a linear run: no parent ids):
 - top-level `system` (text or text blocks) -> a system step first;
 - user `content` text and `text` blocks -> a user step; `tool_result {tool_use_id, content,
-  is_error}` blocks -> results, paired with calls as described in conversation.py (earliest
+  is_error}` blocks -> results, paired with calls as described in kit/conversation.py (earliest
   unanswered call with that id, then position, else a step with tool "(unknown)");
 - assistant blocks in order: `thinking` -> reasoning step, consecutive `text` -> one assistant
   step (id = message id or `m<index>`), `tool_use {id, name, input}` (and `server_tool_use`)
@@ -29,18 +29,10 @@ from typing import Any
 from detection.model import Run
 
 from .content import content_text
-from .conversation import (
-    Conversation,
-    anthropic_marks,
-    chat_marks,
-    conversations_parser,
-    join,
-    messages_in,
-    no_list,
-    result_error,
-)
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
+from .kit import Conversation, conversations_parser, result_error
+from .message_lists import anthropic_marks, chat_marks, join, messages_in, no_list
 from .reading import Limits
 
 name = "anthropic"

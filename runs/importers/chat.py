@@ -32,11 +32,11 @@ Roles:
   the same way. Arguments that are text but not JSON are kept raw and the call is "invalid"
   (the model wrote no valid call; it stays invalid whatever its result says).
 - `tool` (and legacy `function`) messages are results, paired with calls by `tool_call_id`
-  (or `name` and position) as described in conversation.py.
+  (or `name` and position) as described in kit/conversation.py.
 - Inlined sub-agents: a role `<base>-subagent-<id>` (`assistant-subagent-a1`,
   `user-subagent-a1`, `tool-subagent-a1`) is read as its base role, on the branch of child
   `<id>`: its steps get parent_id = the sub-agent call (`Task`, `Agent`, `spawn_agent`, ...)
-  that started it (see conversation.py), else the run's first step. So a child's calls are
+  that started it (see kit/conversation.py), else the run's first step. So a child's calls are
   counted in the child, never as repeats of the parent's. `metadata["subagents"]` counts them.
 - Any other role is skipped, counted and reported with a warning that names it.
 - Errors: an explicit boolean `is_error` (on a tool message or a `tool_result` part) wins;
@@ -53,19 +53,10 @@ from typing import Any
 from detection.model import Run, Step
 
 from .content import content_text, number, parse_json_text
-from .conversation import (
-    Conversation,
-    anthropic_marks,
-    base_role,
-    chat_marks,
-    conversations_parser,
-    join,
-    messages_in,
-    no_list,
-    result_error,
-)
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
+from .kit import Conversation, conversations_parser, result_error
+from .message_lists import anthropic_marks, base_role, chat_marks, join, messages_in, no_list
 from .reading import Limits
 
 name = "chat"

@@ -102,10 +102,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .errors import TraceError
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, clip_strings
 
 name = "claude-code"

@@ -25,11 +25,11 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text
 from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError
 from .hook_logs import cursor_hooks, is_cursor_event
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, head_values, stream_head
 
 name = "cursor"

@@ -90,10 +90,10 @@ import orjson
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run
 from .content import content_text, parse_json_text
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
+from .kit import finish_run
 from .reading import (
     DepthGuard,
     JsonlReader,

@@ -38,10 +38,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError, too_many_held
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits
 
 TIME_KEYS = ("timestamp", "ts", "time", "logged_at", "received_at")
@@ -316,7 +316,7 @@ class HookLog:
     ) -> Step:
         """The step that takes this result. With a tool_use_id: a step of its own with that id
         (and no arguments when an earlier record of the call is open: it has them), which the
-        kit's merge (builders.finish_run) joins to that record. Without
+        kit's merge (kit.finish_run) joins to that record. Without
         one: the earliest open call of the same tool (and generation); none: a call of its
         own, with a warning."""
         call_id = event.get("tool_use_id")

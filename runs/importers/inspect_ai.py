@@ -57,10 +57,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import Limits, iter_members, read_document
 
 name = "inspect-ai"

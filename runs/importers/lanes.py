@@ -8,7 +8,7 @@ agent). The rule, for every format:
 - a lane opens only where the evidence says another actor: at a step an importer has marked
   with a lane of its own (an agent span nested in another agent, a sidechain, a thread, an
   agent id: see each importer), and at the first step under a call that starts a sub-agent
-  (``Task``, ``Agent``, ``spawn_agent``…: ``conversation.starts_subagent``), whose lane is
+  (``Task``, ``Agent``, ``spawn_agent``…: ``kit.starts_subagent``), whose lane is
   named after that call;
 - everything else inherits: intermediate spans that wrap each step of one agent (a turn, a
   step, a chain, a graph node, the chat span a call was rebuilt from) open no lane, however
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from detection.model import Run
 
-from .conversation import starts_subagent
+from .kit import starts_subagent
 
 
 def assign_lanes(run: Run) -> Run:

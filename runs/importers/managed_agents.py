@@ -48,10 +48,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import BOM, JsonlReader, Limits, iter_document, looks_like_jsonl, stream_head
 
 name = "managed-agents"

@@ -56,10 +56,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, fnumber, number, parse_json_text, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import Limits, iter_members
 
 name = "mini-swe-agent"

@@ -19,10 +19,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .builders import finish_run
 from .content import parse_time
 from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError, too_many_held
+from .kit import finish_run
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "native"

@@ -17,7 +17,7 @@ Mapping (a linear run: no parent ids):
   string kept when it is not JSON); `custom_tool_call {name, input}` -> tool_call with the
   input text as args; `local_shell_call`/`computer_call {call_id, action}` -> tool_call with the
   action as args. `*_output {call_id, output}` items are their results, paired as described
-  in conversation.py (earliest unanswered call with that id, then position, else "(unknown)").
+  in kit/conversation.py (earliest unanswered call with that id, then position, else "(unknown)").
 - Built-in tools that carry their own result (`web_search_call`, `file_search_call`,
   `code_interpreter_call`, `image_generation_call`, `mcp_call`) -> one complete tool_call.
 - batch_id: calls with no user message or tool output between them were issued together
@@ -38,16 +38,10 @@ from typing import Any
 from detection.model import Run, Step
 
 from .content import content_text, number, parse_json_text
-from .conversation import (
-    Conversation,
-    Messages,
-    chat_marks,
-    conversations_parser,
-    join,
-    result_error,
-)
 from .detect import GOOD_ENOUGH, Claim, Sample, sample_of
 from .errors import Skips, TraceError
+from .kit import Conversation, conversations_parser, result_error
+from .message_lists import Messages, chat_marks, join
 from .reading import Limits
 
 name = "responses"

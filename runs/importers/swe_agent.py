@@ -42,10 +42,10 @@ from typing import IO, Any
 from detection.model import Run, Step
 
 from . import text_errors
-from .builders import finish_run, set_result, text_step, tool_step
 from .content import content_text, fnumber, parse_json_text
 from .detect import Claim, Sample, share
 from .errors import Skips, TraceError
+from .kit import finish_run, set_result, text_step, tool_step
 from .reading import Limits, clip_json, iter_members
 
 name = "swe-agent"

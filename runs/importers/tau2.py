@@ -29,11 +29,10 @@ from typing import IO, Any
 from detection.model import Run
 
 from . import text_errors
-from .builders import finish_run
 from .content import fnumber, number, parse_time
-from .conversation import Conversation
 from .detect import Claim, Sample, sample_of
 from .errors import Skips, TooManySteps, TraceError
+from .kit import Conversation, finish_run
 from .reading import Limits, first_byte, iter_document, stream_head
 
 name = "tau2"

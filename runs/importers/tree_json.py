@@ -39,11 +39,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from .builders import finish_run
 from .content import parse_json_text, parse_time
-from .conversation import with_skips
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
+from .kit import finish_run, with_skips
 from .reading import (
     DepthGuard,
     JsonlReader,

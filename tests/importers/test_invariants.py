@@ -1,7 +1,7 @@
 """Invariants every importer keeps, checked over every sample file in tests/data.
 
 - A tool call's id is unique within its run after import (one call is one step: the kit's
-  merge in runs/importers/merge.py joins the copies a source writes of one call).
+  merge in runs/importers/kit/merge.py joins the copies a source writes of one call).
 - The tool-call count of a sample equals a count taken by reading the file, written down here
   with how it was counted (never by running the importer).
 """

@@ -1,4 +1,4 @@
-"""One call is one step: the kit's merge (runs/importers/merge.py) of the copies a source
+"""One call is one step: the kit's merge (runs/importers/kit/merge.py) of the copies a source
 writes of one call, through finish_run and through the importers that end in it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from detection.model import Run, Step
 from runs.importers import iter_runs
-from runs.importers.builders import finish_run
+from runs.importers.kit import finish_run
 from runs.importers.reading import Limits
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"

@@ -19,7 +19,7 @@ Written from the format notes §3.23, not from a real export:
   `gen_ai.client.inference.operation.details` (`gen_ai.output.messages`) are the model's
   output: they fill the text of their model span (by span id), or are assistant steps of their
   own; the tool calls in them become tool-call steps (id = the call id), which the kit's
-  merge (builders.finish_run) joins to a tool span with that call id; the result goes to the
+  merge (kit.finish_run) joins to a tool span with that call id; the result goes to the
   span. Results come by call id from `gen_ai.tool.message` (body `{content, id}`) and from
   `tool_call_response` parts of `gen_ai.input.messages`; such a result carries no failure
   flag, so its text decides by the common text rules (`Error: FileNotFoundError…` fails).

@@ -54,10 +54,10 @@ from typing import IO, Any
 
 from detection.model import Run, Step
 
-from ..builders import finish_run
 from ..content import parse_json_text
 from ..detect import Claim, Sample, share
 from ..errors import Skips, TooManySteps, TraceError, too_many_held
+from ..kit import finish_run
 from ..lanes import assign_lanes
 from ..reading import (
     DEFAULT_LIMITS,

@@ -1,4 +1,4 @@
-"""The importer kit: step builders, and `finish_run`, the last step of every importer.
+"""The importer kit's steps: build one, add it to its run, finish the run.
 
 Every value goes through `clip_json`, as in the message-list formats: long strings are cut
 and values nested deeper than max_depth are replaced, both with a marker. Unknown stays
@@ -12,9 +12,9 @@ from typing import Any
 
 from detection.model import Run, Step
 
-from .errors import TooManySteps
+from ..errors import TooManySteps
+from ..reading import Limits, clip_json, clip_strings
 from .merge import make_ids_unique, merge_copies
-from .reading import Limits, clip_json, clip_strings
 
 
 def tool_step(*, tool: str, args: Any, limits: Limits, **fields: Any) -> Step:

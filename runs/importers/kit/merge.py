@@ -7,7 +7,7 @@ Some sources write one tool call more than once, each copy carrying part of it:
 - OpenTelemetry sends a tool span and a log event (or a model span's output) for one call;
 - hook logs write a call before it runs (no result) and again after (with the result).
 
-`builders.finish_run` passes every run through `merge_copies`, so this rule has one home.
+`kit.finish_run` passes every run through `merge_copies`, so this rule has one home.
 
 A tool step's call id is the one its importer names in `call_ids` (keyed by `id(step)`, for
 formats whose step ids are something else, such as OTLP span ids), else its `Step.id`.

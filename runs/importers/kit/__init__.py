@@ -1,0 +1,37 @@
+"""The importer kit: the one set of building blocks every importer builds its runs with.
+
+- `steps`: build a step (`tool_step`, `text_step`, `set_result`) and finish a run
+  (`finish_run`: one call is one step, unique ids, steps numbered 0..);
+- `merge`: the rule by which the copies a source writes of one call become one step;
+- `conversation`: a run built message by message (`Conversation`: results paired with their
+  calls, inlined sub-agents as branches) and files of conversations (`read_conversations`),
+  for the message-list formats and the formats that read like them.
+"""
+
+from __future__ import annotations
+
+from .conversation import (
+    Conversation,
+    conversations_parser,
+    read_conversations,
+    result_error,
+    starts_subagent,
+    with_skips,
+)
+from .merge import make_ids_unique, merge_copies
+from .steps import finish_run, set_result, text_step, tool_step
+
+__all__ = [
+    "Conversation",
+    "conversations_parser",
+    "finish_run",
+    "make_ids_unique",
+    "merge_copies",
+    "read_conversations",
+    "result_error",
+    "set_result",
+    "starts_subagent",
+    "text_step",
+    "tool_step",
+    "with_skips",
+]
