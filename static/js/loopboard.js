@@ -10,8 +10,54 @@ document.addEventListener("htmx:afterRequest", (event) => {
   if (bar && event.detail.elt.classList.contains("upload-form")) {
     bar.hidden = true;
     event.detail.elt.reset();
+    const chosen = event.detail.elt.querySelector(".dropzone__chosen");
+    if (chosen) chosen.replaceChildren();
   }
 });
+
+// Upload: files dropped on the upload card go into its file input, which is then listed
+// (names and sizes, as text: a file name is untrusted). The input itself still works alone.
+(() => {
+  const size = (bytes) => (bytes < 1024 ? `${bytes} B` : bytes < 1048576 ? `${(bytes / 1024).toFixed(1)} KB` : `${(bytes / 1048576).toFixed(1)} MB`);
+  const list = (zone, files) => {
+    const chosen = zone.querySelector(".dropzone__chosen");
+    if (!chosen) return;
+    chosen.replaceChildren(...[...files].map((file) => {
+      const item = document.createElement("li");
+      item.textContent = `${file.name} (${size(file.size)})`;
+      return item;
+    }));
+  };
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const zone of document.querySelectorAll("[data-dropzone]")) {
+      const card = zone.closest(".card") || zone;
+      const input = zone.querySelector("input[type=file]");
+      input.addEventListener("change", () => list(zone, input.files));
+      let depth = 0;  // dragenter/leave fire for every child: count to know when it left
+      card.addEventListener("dragenter", (event) => {
+        if (![...event.dataTransfer.types].includes("Files")) return;
+        event.preventDefault();
+        depth += 1;
+        card.classList.add("is-dragover");
+      });
+      card.addEventListener("dragover", (event) => {
+        if ([...event.dataTransfer.types].includes("Files")) event.preventDefault();
+      });
+      card.addEventListener("dragleave", () => {
+        depth = Math.max(0, depth - 1);
+        if (!depth) card.classList.remove("is-dragover");
+      });
+      card.addEventListener("drop", (event) => {
+        depth = 0;
+        card.classList.remove("is-dragover");
+        if (!event.dataTransfer.files.length) return;
+        event.preventDefault();
+        input.files = event.dataTransfer.files;
+        input.dispatchEvent(new Event("change", { bubbles: true }));
+      });
+    }
+  });
+})();
 
 // Findings panel: a click highlights the finding's steps in the timeline (or the folded band
 // that holds them) and scrolls there; j/k or the arrow keys move between findings. When the

@@ -117,6 +117,36 @@ def test_upload_inspect_and_tune_a_stuck_run(
     expect(page.locator(".page-head .badge--ok")).to_be_visible()
 
 
+def test_files_dropped_on_the_upload_card_are_uploaded(
+    live_server, page, staff_login, background_worker
+):
+    page.get_by_role("link", name="Upload", exact=True).click()
+    card = page.locator("section.card").filter(has=page.locator("[data-dropzone]"))
+    # A real drag from the desktop: a DataTransfer holding a File, dropped on the card.
+    dropped = page.evaluate_handle(
+        """(text) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([text], "<img src=x onerror=alert(1)>.jsonl", {type: "application/x-ndjson"}));
+            return transfer;
+        }""",
+        stuck_trace().decode(),
+    )
+    card.dispatch_event("dragenter", {"dataTransfer": dropped})
+    expect(card).to_have_class(re.compile(r"\bis-dragover\b"))
+    card.dispatch_event("drop", {"dataTransfer": dropped})
+    expect(card).not_to_have_class(re.compile(r"\bis-dragover\b"))
+    # The chosen file is listed as text (its name is untrusted), then uploaded and analyzed.
+    expect(page.locator(".dropzone__chosen li")).to_have_text(
+        re.compile(r"^<img src=x onerror=alert\(1\)>\.jsonl \(")
+    )
+    assert page.locator(".dropzone__chosen img").count() == 0
+    page.get_by_role("button", name="Upload").click()
+    expect(page.locator("#upload-results .trace__runs a")).to_be_visible(timeout=30_000)
+    expect(page.locator("#upload-results .badge--stop")).to_be_visible()
+    expect(page.locator(".dropzone__chosen li")).to_have_count(0)  # the form was reset
+    assert Run.objects.get().trace.name == "<img src=x onerror=alert(1)>.jsonl"
+
+
 def test_plain_links_work_without_javascript(live_server, browser, staff_login, process_inline):
     run = process_inline(staff_login, stuck_trace())
     context = browser.new_context(java_script_enabled=False)
