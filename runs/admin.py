@@ -39,18 +39,17 @@ class ProjectScopedAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         queryset = super().get_queryset(request)
-        if request.user.is_superuser:
-            return queryset
         lookup = "pk__in" if self.project_path == "" else f"{self.project_path}__in"
-        return queryset.filter(**{lookup: access.projects_for(request.user)})
+        return queryset.filter(**{lookup: access.admin_projects_for(request.user)})
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
-        if db_field.related_model is Project and not request.user.is_superuser:
-            kwargs["queryset"] = access.projects_for(request.user)
-        elif db_field.related_model is Run and not request.user.is_superuser:
-            kwargs["queryset"] = access.runs_for(request.user)
-        elif db_field.related_model is Trace and not request.user.is_superuser:
-            kwargs["queryset"] = access.traces_for(request.user).defer("raw")
+        projects = access.admin_projects_for(request.user)
+        if db_field.related_model is Project:
+            kwargs["queryset"] = projects
+        elif db_field.related_model is Run:
+            kwargs["queryset"] = Run.objects.filter(project__in=projects)
+        elif db_field.related_model is Trace:
+            kwargs["queryset"] = Trace.objects.filter(project__in=projects).defer("raw")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -163,9 +162,13 @@ class LoopIssueAdmin(ProjectScopedAdmin):
         return False
 
     def _set(self, request: HttpRequest, queryset: QuerySet, state: str) -> None:
-        for issue in queryset:
+        """Set the state of the selected issues the user may change (as on the issue page)."""
+        selected = list(queryset.select_related("project"))
+        for issue in selected:
+            access.require(request.user, issue.project, access.CHANGE_ISSUE_STATE)
+        for issue in selected:
             issues.set_state(issue, state, user=request.user)
-        self.message_user(request, f"{queryset.count()} issue(s) set to {state}")
+        self.message_user(request, f"{len(selected)} issue(s) set to {state}")
 
     @admin.action(description="Resolve the selected issues", permissions=["change"])
     def resolve(self, request: HttpRequest, queryset: QuerySet) -> None:

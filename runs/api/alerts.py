@@ -16,8 +16,8 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Path, Query, Router, Schema, Status
 from ninja.errors import HttpError
 
-from ..models import AlertRule, ApiKey, Channel, Delivery
-from ..services import alerts, channels, delivery
+from ..models import AlertRule, Channel, Delivery
+from ..services import access, alerts, channels, delivery
 from .router import BODY_ERRORS, ERRORS, MAX_ID, ApiKeyAuth
 
 router = Router(auth=ApiKeyAuth(), tags=["alerts"])
@@ -146,7 +146,7 @@ def _project(request: HttpRequest):  # type: ignore[no-untyped-def]
 
 
 def _admin(request: HttpRequest, doing: str):  # type: ignore[no-untyped-def]
-    request.auth.require(ApiKey.Scope.ADMIN, doing)
+    request.auth.require(access.CHANGE_ALERTS, doing)
     return _project(request)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 
 from ..models import ApiKey, Project
+from ..services import access
 from .ratelimit import take_token
 
 
@@ -27,14 +28,13 @@ class KeyAuth:
     key: ApiKey
     project: Project
 
-    def require(self, scope: str, doing: str) -> None:
-        """Raise AuthError(403) unless the key's scope allows `scope` (for `doing`)."""
-        if not self.key.allows(scope):
-            raise AuthError(
-                f"{doing} needs a key with the {str(scope)!r} scope; this key's scope is "
-                f"{self.key.scope!r}",
-                status=403,
-            )
+    def may(self, act: access.Act) -> bool:
+        return access.key_may(self.key, act)
+
+    def require(self, act: access.Act, doing: str = "") -> None:
+        """Raise AuthError(403) unless the key may do `act` (`doing` says it more exactly)."""
+        if refusal := access.key_refusal(self.key, act, doing):
+            raise AuthError(refusal, status=403)
 
 
 def bearer_token(request: HttpRequest) -> str:

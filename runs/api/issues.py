@@ -60,7 +60,7 @@ def get_issue(request: HttpRequest, issue_id: int = ISSUE_ID):
 def set_issue_state(request: HttpRequest, payload: IssueStateIn, issue_id: int = ISSUE_ID):
     """Resolve an issue (optionally in a version: a finding from a later version makes it
     regressed), ignore it (it stays quiet) or reopen it. Needs an admin key."""
-    request.auth.require(access.ISSUE_STATE_SCOPE, "changing an issue's state")
+    request.auth.require(access.CHANGE_ISSUE_STATE)
     issue = _issue(request, issue_id)
     try:
         issue = issues.set_state(issue, payload.state, version=payload.resolved_in_version)

@@ -14,7 +14,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..models import ApiKey, Project
+from ..models import Project
+from ..services import access
 from ..services import metrics as metrics_service
 from . import auth, middleware, ratelimit
 
@@ -41,5 +42,5 @@ def scrape_scope(token: str) -> Project | None:
     if operator and token and hmac.compare_digest(token.encode(), operator.encode()):
         return None
     key_auth = auth.authenticate_key(token)
-    key_auth.require(ApiKey.Scope.READ, "reading metrics")
+    key_auth.require(access.READ, "reading metrics")
     return key_auth.project

@@ -33,7 +33,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ..importers.otlp import logs, spans
-from ..models import ApiKey
+from ..services import access
 from ..services.otlp import store_large_request, store_request
 from . import auth, ratelimit
 
@@ -165,7 +165,7 @@ def _authorize(request: HttpRequest, doing: str, encoding: str) -> auth.KeyAuth 
         return _error("use POST", 405, encoding, Allow="POST")
     try:
         key = auth.authenticate_request(request)
-        key.require(ApiKey.Scope.INGEST, doing)
+        key.require(access.SEND, doing)
     except auth.AuthError as exc:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
         return _error(exc.message, exc.status, encoding, **headers)

@@ -12,8 +12,7 @@ from django.http import HttpRequest
 from ninja import Field, Router, Schema
 from ninja.errors import HttpError
 
-from ..models import ApiKey
-from ..services import retention, usage
+from ..services import access, retention, usage
 from .router import BODY_ERRORS, ERRORS, ApiKeyAuth
 
 router = Router(auth=ApiKeyAuth(), tags=["retention"])
@@ -61,7 +60,7 @@ def _out(project) -> dict:
 @router.get("/retention", response={200: RetentionOut, **ERRORS}, summary="Retention and storage")
 def get_retention(request: HttpRequest):
     """The project's retention days, storage budget, stored bytes and their growth per day."""
-    request.auth.require(ApiKey.Scope.READ, "reading retention")
+    request.auth.require(access.READ, "reading retention")
     return _out(request.auth.project)
 
 
@@ -73,7 +72,7 @@ def get_retention(request: HttpRequest):
 def put_retention(request: HttpRequest, payload: RetentionIn):
     """Set every value (a field left out or null means for ever, or no budget). Runs are
     kept at least as long as their steps and raw bytes."""
-    request.auth.require(ApiKey.Scope.ADMIN, "changing retention")
+    request.auth.require(access.CHANGE_RETENTION)
     try:
         project = retention.save_settings(request.auth.project, payload.dict())
     except retention.SettingsInvalid as exc:

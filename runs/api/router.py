@@ -18,8 +18,8 @@ from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
-from ..models import ApiKey, Run, Trace
-from ..services import analysis, downloads, filters, ingest, live, summary
+from ..models import Run, Trace
+from ..services import access, analysis, downloads, filters, ingest, live, summary
 from ..services import policy as policy_service
 from . import auth
 from .schemas import (
@@ -127,7 +127,7 @@ def upload_trace(
     Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
     (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
     """
-    request.auth.require(ApiKey.Scope.INGEST, "uploading a trace")
+    request.auth.require(access.SEND, "uploading a trace")
     limit = settings.MAX_UPLOAD_BYTES
     if file is not None:
         if file.size and file.size > limit:
@@ -264,7 +264,7 @@ def list_steps(
 def analyze_run(request: HttpRequest, run_id: int = RUN_ID):
     """Queue the run for analysis again (with the project's current policy); needs an
     admin key."""
-    request.auth.require(ApiKey.Scope.ADMIN, "re-analyzing a run")
+    request.auth.require(access.REANALYZE)
     run = _run(request, run_id)
     analysis.reanalyze(Run.objects.filter(pk=run.pk))
     return Status(202, {"run_id": run.pk, "status": "queued"})
@@ -280,7 +280,7 @@ def get_policy(request: HttpRequest):
 def put_policy(request: HttpRequest, payload: PolicyIn):
     """Replace the project's policy (the `loopboard scan --policy` shape), record the change
     and re-analyze the project's runs."""
-    request.auth.require(ApiKey.Scope.ADMIN, "changing the policy")
+    request.auth.require(access.CHANGE_POLICY)
     project = _project(request)
     try:
         change = policy_service.save_policy(
@@ -340,7 +340,7 @@ def _server_timing(response: HttpResponse, started: float) -> None:
 def open_live_run(request: HttpRequest, payload: LiveOpenIn):
     """Open a live run by the agent's own session id (`external_id`), or return the one
     already open: opening is idempotent. Appending to an unknown id opens it too."""
-    request.auth.require(ApiKey.Scope.INGEST, "opening a live run")
+    request.auth.require(access.SEND, "opening a live run")
     try:
         run = live.open_run(
             _project(request), payload.external_id, name=payload.name, metadata=payload.metadata
@@ -373,7 +373,7 @@ def append_live_steps(
     steps. A step whose `id` the run already holds is not stored again (retries are safe);
     its seq is still answered."""
     started = time.perf_counter()
-    request.auth.require(ApiKey.Scope.INGEST, "appending to a live run")
+    request.auth.require(access.SEND, "appending to a live run")
     calls = [step.model_dump() for step in payload.steps]
     try:
         appended = live.append_steps(_project(request), external_id, calls)
@@ -407,7 +407,7 @@ def check_live_call(
     is kept as a call the guard stopped only for a key that may write (the `ingest` scope);
     a `read` key gets the same answer and writes nothing."""
     started = time.perf_counter()
-    keep = request.auth.key.allows(ApiKey.Scope.INGEST)
+    keep = request.auth.may(access.SEND)
     try:
         result = live.check_live(
             _project(request), external_id, payload.tool, payload.args, keep=keep
@@ -432,7 +432,7 @@ def check_live_call(
 def end_live_run(request: HttpRequest, external_id: str = EXTERNAL_ID):
     """End a live run: it is then analyzed like any other run (idempotent). The verdict
     answered is the live one; a later append reopens the run."""
-    request.auth.require(ApiKey.Scope.INGEST, "ending a live run")
+    request.auth.require(access.SEND, "ending a live run")
     run = live.end_run(_project(request), external_id)
     if run is None:
         raise HttpError(404, f"no live run {external_id!r} in this project")

@@ -5,13 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from ..models import ApiKey, Project
-
-
-def scopes_for(user) -> list[str]:
-    """Return the scopes a user may give a key: admin keys change policy, as Tuning does,
-    so only staff mint them."""
-    scopes = [ApiKey.Scope.READ, ApiKey.Scope.INGEST]
-    return [*scopes, ApiKey.Scope.ADMIN] if user is None or user.is_staff else scopes
+from . import access
 
 
 def create_key(
@@ -22,7 +16,7 @@ def create_key(
     `user` None is an operator (the management command). Raises PermissionError when the
     user may not give the key that scope.
     """
-    if scope not in scopes_for(user):
+    if scope not in access.key_scopes_for(user):
         raise PermissionError(f"You may not create a key with the {scope!r} scope")
     creator = user if user and user.is_authenticated else None
     return ApiKey.issue(project, name[:100], user=creator, scope=scope)

@@ -24,7 +24,7 @@ from django.core.validators import EmailValidator, ValidationError
 from django.db import transaction
 
 from ..models import Channel, Project
-from . import access, storage
+from . import storage
 
 SLACK_HOST = "hooks.slack.com"
 MAX_RECIPIENTS = 20
@@ -45,11 +45,6 @@ class ChannelData:
     secret: str | None = None
     recipients: list[str] | None = None
     enabled: bool | None = None
-
-
-def can_manage(user, project: Project) -> bool:
-    """Whether the user may change the project's channels and rules: its admins."""
-    return access.is_project_admin(user, project)
 
 
 def _fernet() -> Fernet:

@@ -7,7 +7,7 @@ from django import forms
 from django.db.models import Count
 
 from ..models import AlertRule, Channel, Delivery, Project
-from ..services import alerts, delivery, digest
+from ..services import access, alerts, delivery, digest
 from ..services import channels as channel_service
 
 DELIVERY_LOG_ROWS = 100
@@ -70,7 +70,7 @@ def settings_context(project: Project, user, *, rule_form: RuleForm | None = Non
     """What the Channels, Rules and Delivery log sections show."""
     editing = rule_form.instance if rule_form is not None and rule_form.instance.pk else None
     return {
-        "can_manage": channel_service.can_manage(user, project),
+        "can_manage": access.may(user, project, access.CHANGE_ALERTS),
         "channels": project.channels.annotate(rule_count=Count("rules")),
         "rules": project.alert_rules.prefetch_related("channels"),
         "channel_form": ChannelForm(prefix="channel"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -12,7 +11,6 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from ..services import access, retention, usage
-from ..services import channels as channel_service
 
 FIELDS = (*retention.SETTINGS, "storage_budget_bytes")
 LABELS = (
@@ -32,7 +30,7 @@ def project_storage(request: HttpRequest, slug: str) -> HttpResponse:
     context = {
         "project": project,
         "storage": usage.figures(project),
-        "can_manage": channel_service.can_manage(request.user, project),
+        "can_manage": access.may(request.user, project, access.CHANGE_RETENTION),
     }
     figures = context["storage"]
     if figures.latest is not None:
@@ -48,9 +46,7 @@ def project_storage(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def retention_save(request: HttpRequest, slug: str) -> HttpResponse:
     """Set the project's retention days and storage budget (owners); blank means for ever."""
-    project = access.get_project(request.user, slug)
-    if not channel_service.can_manage(request.user, project):
-        raise PermissionDenied("only the project's owners change its retention")
+    project = access.get_project(request.user, slug, access.CHANGE_RETENTION)
     values = {}
     try:
         for field in FIELDS:

@@ -7,7 +7,6 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -352,18 +351,11 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/overview.html", overview_service.overview(request.user))
 
 
-def staff_project(request: HttpRequest, slug: str) -> Project:
-    """Return a project the user belongs to, when the user is staff (404 otherwise)."""
-    if not request.user.is_staff:
-        raise Http404("tuning is for staff")
-    return access.get_project(request.user, slug)
-
-
 @require_GET
 @login_required
 def tuning_index(request: HttpRequest) -> HttpResponse:
     project = access.projects_for(request.user).first()
-    if project is None or not request.user.is_staff:
+    if project is None or not access.may_tune(request.user):
         raise Http404("no project to tune")
     return redirect("runs:tuning", slug=project.slug)
 
@@ -371,7 +363,7 @@ def tuning_index(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
-    project = staff_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_POLICY)
     errors: list[str] = []
     if request.method == "POST":
         defaults, rows = forms.forms_for(project, request.POST)
@@ -396,7 +388,7 @@ def tuning_page(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def backtest_start(request: HttpRequest, slug: str) -> HttpResponse:
     """Start a back-test of the posted draft over the posted range; show its progress."""
-    project = staff_project(request, slug)
+    project = access.get_project(request.user, slug, access.BACKTEST)
     defaults, rows = forms.forms_for(project, request.POST)
     policy, errors = forms.draft_policy(project, defaults, rows)
     window = backtest.range_form(request.POST)
@@ -421,19 +413,12 @@ def backtest_start(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "runs/tuning.html", context, status=400)
 
 
-def staff_backtest(request: HttpRequest, job_id: int):  # type: ignore[no-untyped-def]
-    """Return a back-test of one of the user's projects, when the user is staff (else 404)."""
-    if not request.user.is_staff:
-        raise Http404("back-tests are for staff")
-    return access.get_backtest(request.user, job_id)
-
-
 @require_GET
 @login_required
 @vary_on_headers("HX-Request")
 def backtest_status(request: HttpRequest, job_id: int) -> HttpResponse:
     """A back-test's page, or (htmx) its block, which stops polling (286) once finished."""
-    job = staff_backtest(request, job_id)
+    job = access.get_backtest(request.user, job_id)
     context = backtest.job_context(job)
     if not request.htmx:
         return render(request, "runs/backtest.html", context)
@@ -446,7 +431,7 @@ def backtest_status(request: HttpRequest, job_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def backtest_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = backtest_service.cancel(staff_backtest(request, job_id))
+    job = backtest_service.cancel(access.get_backtest(request.user, job_id))
     if request.htmx:
         return render(request, "runs/backtest.html#backtest", backtest.job_context(job))
     return redirect(job)
@@ -545,7 +530,7 @@ def settings_page(
     context = {
         "project": project,
         "keys": project.api_keys.select_related("created_by"),
-        "scopes": [(s, ApiKey.Scope(s).label) for s in api_keys.scopes_for(request.user)],
+        "scopes": [(s, ApiKey.Scope(s).label) for s in access.key_scopes_for(request.user)],
         "new_key": request.session.pop("new_api_key", None),
         "new_channel_secret": request.session.pop("new_channel_secret", None),
         "otlp_url": request.build_absolute_uri("/v1/traces"),
@@ -590,15 +575,6 @@ def revoke_key(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
     return redirect("runs:project_settings", slug=project.slug)
 
 
-def alerts_project(request: HttpRequest, slug: str) -> Project:
-    """A project whose alerts the user may change: 404 if not theirs, 403 for a member who is
-    not an owner (members see the alerts sections but change nothing)."""
-    project = access.get_project(request.user, slug)
-    if not channel_service.can_manage(request.user, project):
-        raise PermissionDenied("only the project's owners change its alerts")
-    return project
-
-
 def _to_settings(project: Project, section: str) -> HttpResponse:
     return redirect(reverse("runs:project_settings", args=[project.slug]) + f"#{section}")
 
@@ -607,7 +583,7 @@ def _to_settings(project: Project, section: str) -> HttpResponse:
 @login_required
 def alert_channel_create(request: HttpRequest, slug: str) -> HttpResponse:
     """Add a channel; a generated webhook signing secret is shown once, on the next load."""
-    project = alerts_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_ALERTS)
     form = alerts_page.ChannelForm(request.POST, prefix="channel")
     if not form.is_valid():
         errors = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
@@ -630,7 +606,7 @@ def alert_channel_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 def alert_channel_action(request: HttpRequest, slug: str, channel_id: int) -> HttpResponse:
     """Send a test to a channel, enable, disable or delete it (POST action=...)."""
-    project = alerts_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_ALERTS)
     channel = get_object_or_404(project.channels, pk=channel_id)
     action = request.POST.get("action")
     if action == "test":
@@ -656,7 +632,7 @@ def alert_channel_action(request: HttpRequest, slug: str, channel_id: int) -> Ht
 @login_required
 def alert_rule_save(request: HttpRequest, slug: str, rule_id: int | None = None) -> HttpResponse:
     """Create a rule, or change one; an invalid one is shown again with its errors (400)."""
-    project = alerts_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_ALERTS)
     rule = get_object_or_404(project.alert_rules, pk=rule_id) if rule_id else None
     instance = rule or AlertRule(project=project)
     form = alerts_page.RuleForm(request.POST, prefix="rule", project=project, instance=instance)
@@ -678,7 +654,7 @@ def alert_rule_save(request: HttpRequest, slug: str, rule_id: int | None = None)
 @require_POST
 @login_required
 def alert_rule_delete(request: HttpRequest, slug: str, rule_id: int) -> HttpResponse:
-    project = alerts_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_ALERTS)
     rule = get_object_or_404(project.alert_rules, pk=rule_id)
     alert_service.delete_rule(rule)
     messages.success(request, f"Rule “{rule.name}” deleted.")
@@ -689,7 +665,7 @@ def alert_rule_delete(request: HttpRequest, slug: str, rule_id: int) -> HttpResp
 @login_required
 def project_timezone(request: HttpRequest, slug: str) -> HttpResponse:
     """Set the project's time zone, in which the daily digest's hour and day are (owners)."""
-    project = alerts_project(request, slug)
+    project = access.get_project(request.user, slug, access.CHANGE_ALERTS)
     try:
         digest.set_timezone(project, request.POST.get("timezone", ""))
     except digest.TimezoneInvalid as exc:
@@ -739,8 +715,7 @@ def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
         try:
             if not form.is_valid():
                 raise issues.StateError("choose resolve, ignore or reopen")
-            if not access.may_change_issue_state(request.user, issue.project):
-                raise PermissionDenied("only the project's owners resolve, ignore or reopen")
+            access.require(request.user, issue.project, access.CHANGE_ISSUE_STATE)
             data = form.cleaned_data
             issues.set_state(issue, data["action"], user=request.user, version=data["version"])
             return redirect(issue.get_absolute_url())
