@@ -112,3 +112,30 @@ document.addEventListener("htmx:afterRequest", (event) => {
     if (first) first.scrollIntoView({ block: "center" });
   });
 })();
+
+// Tuning: "Add a tool row" copies the formset's empty row (a <template>) with the next index,
+// so one save can hold several new rows. Without JS the page keeps its one blank row.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const button of document.querySelectorAll("[data-add-row]")) {
+    const template = document.getElementById(button.dataset.addRow);
+    const total = document.getElementById(button.dataset.total);
+    const body = template && template.parentElement.querySelector("table tbody");
+    if (!template || !total || !body) continue;
+    button.hidden = false;
+    button.addEventListener("click", () => {
+      const index = Number(total.value);
+      if (index >= Number(button.dataset.max)) return;
+      const row = template.content.firstElementChild.cloneNode(true);
+      for (const el of row.querySelectorAll("[name], [id], [for]")) {
+        for (const attr of ["name", "id", "for"]) {
+          const value = el.getAttribute(attr);
+          if (value) el.setAttribute(attr, value.replace("__prefix__", index));
+        }
+      }
+      body.append(row);
+      total.value = index + 1;
+      const first = row.querySelector("input");
+      if (first) first.focus();
+    });
+  }
+});

@@ -147,6 +147,29 @@ def test_files_dropped_on_the_upload_card_are_uploaded(
     assert Run.objects.get().trace.name == "<img src=x onerror=alert(1)>.jsonl"
 
 
+def test_one_tuning_save_holds_several_new_tool_rows(live_server, page, staff_login):
+    page.get_by_role("link", name="Tuning", exact=True).click()
+    page.locator("input[name='t-0-tool']").fill("web_search")
+    page.locator("select[name='t-0-polling']").select_option("yes")
+    add = page.get_by_role("button", name="Add a tool row")
+    add.click()
+    expect(page.locator("input[name='t-1-tool']")).to_be_focused()
+    page.locator("input[name='t-1-tool']").fill("mcp__*__bash")
+    page.locator("input[name='t-1-warn']").fill("4")
+    add.click()
+    page.locator("input[name='t-2-tool']").fill("read_file")
+    page.locator("input[name='t-2-stop']").fill("9")
+    assert page.locator("input[name='t-TOTAL_FORMS']").input_value() == "3"
+    page.get_by_role("button", name="Save and re-analyze").click()
+    expect(page.locator(".notice")).to_contain_text("Saved.")
+    history = page.locator(".history")
+    for tool in ("web_search", "mcp__*__bash", "read_file"):
+        expect(history).to_contain_text(tool)
+    # The saved rows come back as rows of the form, with one blank row to add another.
+    for index, tool in enumerate(sorted(["web_search", "mcp__*__bash", "read_file"])):
+        expect(page.locator(f"input[name='t-{index}-tool']")).to_have_value(tool)
+
+
 def test_plain_links_work_without_javascript(live_server, browser, staff_login, process_inline):
     run = process_inline(staff_login, stuck_trace())
     context = browser.new_context(java_script_enabled=False)
