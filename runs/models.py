@@ -1073,3 +1073,68 @@ class StorageDay(models.Model):
     @property
     def total_bytes(self) -> int:
         return self.raw_bytes + self.step_bytes + self.finding_bytes
+
+
+# Compare ---------------------------------------------------------------------------------------
+
+
+class CompareJob(models.Model):
+    """One comparison of two runs, computed in the worker and kept while both stay the same.
+
+    `cache_key` digests what the result depends on (both runs' analysis, steps and appends,
+    and the stored form's version: `services.compare.cache_key`), so opening the same pair
+    again shows the stored result at once, and a changed run gets a new job. The worker
+    claims the row, writes its progress every second or so (reading `cancel_requested`), and
+    a job a dead worker left behind is claimed again once its heartbeat is stale.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        FAILED = "failed"
+
+    # Denormalised from `left`: who may see the job is decided on both runs, this is for
+    # the admin and for deleting a project's jobs with it.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="compare_jobs")
+    left = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    right = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    cache_key = models.CharField(max_length=64)
+    status = models.CharField(max_length=9, choices=Status, default=Status.QUEUED)
+    progress = models.FloatField(default=0)  # 0 to 1
+    phase = models.CharField(max_length=40, blank=True)  # what the worker is doing, in words
+    cancel_requested = models.BooleanField(default=False)
+    # Which claim owns the job: a worker's writes match it, so one that lost the job (it was
+    # reclaimed as stale) stops at its next write.
+    attempt = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The comparison in a compact form (`services.compare.encode`): zlib over JSON columns.
+    result = models.BinaryField(null=True, blank=True, editable=False)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            # Two requests opening the same compare at once make one job.
+            models.UniqueConstraint(
+                fields=["left", "right", "cache_key"], name="one_compare_job_per_state"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"compare {self.left_id} with {self.right_id} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:compare", args=[self.left_id, self.right_id])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.CANCELLED, self.Status.FAILED)
+
+    @property
+    def percent(self) -> int:
+        return 100 if self.status == self.Status.DONE else min(int(100 * self.progress), 99)

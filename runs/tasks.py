@@ -15,6 +15,7 @@ from .services import (
     alerts,
     analysis,
     backtest,
+    compare,
     delivery,
     digest,
     ingest,
@@ -146,3 +147,11 @@ def requeue_unfinished(**_kwargs) -> None:
 def apply_retention() -> None:
     """Delete the raw bytes, steps and runs each project keeps no longer (beat, hourly)."""
     retention.apply()
+
+
+# Two 100k-step runs take about 20 s; the job writes its progress as it goes, and one cut
+# short is queued again by the next visit to its page (`compare.open_job`).
+@app.task(name=names.COMPUTE_COMPARE, soft_time_limit=600, time_limit=660, **RETRY)
+def compute_compare(job_id: int) -> None:
+    """Compare two runs for the compare page, and store the result."""
+    compare.run_job(job_id)

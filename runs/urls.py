@@ -16,6 +16,21 @@ urlpatterns = [
     path("runs/<int:run_id>/compare/", compare.compare_pick, name="compare_pick"),
     path("runs/<int:run_id>/compare/<int:other_id>/", compare.compare, name="compare"),
     path(
+        "runs/<int:run_id>/compare/<int:other_id>/status/",
+        compare.compare_status,
+        name="compare_status",
+    ),
+    path(
+        "runs/<int:run_id>/compare/<int:other_id>/cancel/",
+        compare.compare_cancel,
+        name="compare_cancel",
+    ),
+    path(
+        "runs/<int:run_id>/compare/<int:other_id>/retry/",
+        compare.compare_retry,
+        name="compare_retry",
+    ),
+    path(
         "runs/<int:run_id>/findings/<int:finding_id>/label/",
         views.label_finding,
         name="label_finding",

@@ -35,22 +35,33 @@ and the page says so (`Comparison.volatile_bounded`).
 from __future__ import annotations
 
 import bisect
+import hashlib
+import logging
 import re
 import threading
+import time
+import zlib
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
 from operator import attrgetter
 from typing import Any
 
 import orjson
-from django.db import connection
-from django.db.models import Q
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from detection.fingerprints import FAILED, scrub_value
 from detection.keys import error_fault
 
-from ..models import Finding, Run, Step
+from ..models import CompareJob, Finding, Run, Step
+from . import queue
+
+log = logging.getLogger(__name__)
 
 MAX_EDITS = 600  # Myers's D cap in one gap: its cost grows as D²
 EDIT_BUDGET = 1_500_000  # Myers inner steps for one whole comparison
@@ -61,8 +72,11 @@ VOLATILE_CHARS = 32_000  # a longer result (JSON text) is never scrubbed: it sta
 VOLATILE_BUDGET = 2_000_000  # characters of results scrubbed for one whole comparison
 VOLATILE_BATCH = 250  # pairs whose results are read in one query per side
 
+TICK_EDITS = 64  # Myers tells the tick how far it is every this many edits
+
 Pair = tuple[int | None, int | None]
 Matcher = Callable[[list[int], list[int]], list[tuple[int, int]] | None]
+Tick = Callable[[float], None]  # told the share done (0 to 1); what it raises stops the work
 
 EQUAL, CHANGED, REMOVED, INSERTED = "equal", "changed", "removed", "inserted"
 
@@ -71,12 +85,22 @@ EQUAL, CHANGED, REMOVED, INSERTED = "equal", "changed", "removed", "inserted"
 
 
 class _Budget:
-    """What is left of the Myers budget, and whether any gap went past a cap."""
+    """What is left of the Myers budget, whether any gap went past a cap, and whom to tell
+    how far the alignment is (the matches so far, in order of ``a``)."""
 
-    def __init__(self, steps: int, max_edits: int) -> None:
+    def __init__(self, steps: int, max_edits: int, tick: Tick | None = None, size: int = 0):
         self.steps = steps
         self.max_edits = max_edits
         self.bounded = False
+        self.tick = tick
+        self.size = size
+        self.matches: list[tuple[int, int]] = []
+
+    def check(self) -> None:
+        """Tell `tick` the share of ``a`` aligned so far (it raises to stop the alignment)."""
+        if self.tick is not None:
+            done = self.matches[-1][0] / self.size if self.matches and self.size else 0.0
+            self.tick(done)
 
 
 def align(
@@ -85,20 +109,26 @@ def align(
     *,
     max_edits: int | None = None,
     budget: int | None = None,
+    tick: Tick | None = None,
 ) -> tuple[list[Pair], bool]:
     """Align two sequences; return (pairs, bounded).
 
     Pairs are ``(i, j)`` for a match, ``(i, None)`` for an element only in ``a`` and
     ``(None, j)`` for one only in ``b``, in order of both. ``bounded`` says a gap went past
     the caps and was aligned greedily (the result is valid, maybe not the longest).
+    ``tick``, when given, is called now and then with the share of ``a`` aligned so far;
+    whatever it raises stops the alignment.
     """
     ids: dict[Hashable, int] = {}
     ia = [ids.setdefault(x, len(ids)) for x in a]
     ib = [ids.setdefault(x, len(ids)) for x in b]
     state = _Budget(
-        EDIT_BUDGET if budget is None else budget, MAX_EDITS if max_edits is None else max_edits
+        EDIT_BUDGET if budget is None else budget,
+        MAX_EDITS if max_edits is None else max_edits,
+        tick,
+        len(ia),
     )
-    matches: list[tuple[int, int]] = []
+    matches = state.matches
     _match(ia, ib, 0, len(ia), 0, len(ib), matches, state)
     return _pairs(matches, len(ia), len(ib)), state.bounded
 
@@ -128,6 +158,7 @@ def _match(
     depth: int = 0,
 ) -> None:
     """Append the matches of a[alo:ahi] and b[blo:bhi] to ``out``, in order."""
+    state.check()
     while alo < ahi and blo < bhi and a[alo] == b[blo]:
         out.append((alo, blo))
         alo, blo = alo + 1, blo + 1
@@ -233,6 +264,8 @@ def _myers(a: list[int], b: list[int], state: _Budget, cap: int) -> list[tuple[i
         state.steps -= d + 1
         if state.steps < 0:
             return None
+        if d % TICK_EDITS == TICK_EDITS - 1:
+            state.check()
         for k in range(-d, d + 1, 2):
             if k == -d or (k != d and v[offset + k - 1] < v[offset + k + 1]):
                 x = v[offset + k + 1]
@@ -407,24 +440,41 @@ class Comparison:
         return n if n < len(steps) and steps[n].seq == seq else None
 
 
-# One pass over a run's steps, with what the alignment needs computed by PostgreSQL: digests
-# of results and texts (never the values themselves) and seconds since the run started.
+# One pass over a run's steps, in chunks of seqs, with what the alignment needs computed by
+# PostgreSQL: digests of results and texts (never the values themselves) and seconds since
+# the run started (`origin`: the run's start, else its first step's).
 _FACTS_SQL = """
 SELECT seq, kind, tool,
        CASE WHEN kind = 'tool_call' THEN 'c' || COALESCE(NULLIF(call_sig, ''), tool)
             ELSE kind || ':' || COALESCE(md5(text), '') END,
        status, md5(result::text),
        COALESCE(tokens_in, 0)::bigint + COALESCE(tokens_out, 0), COALESCE(cost, 0)::float8,
-       EXTRACT(EPOCH FROM started_at - COALESCE(%s, MIN(started_at) OVER ()))::float8
-FROM runs_step WHERE run_id = %s ORDER BY seq
+       EXTRACT(EPOCH FROM started_at - %(origin)s::timestamptz)::float8
+FROM runs_step WHERE run_id = %(run)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
 """
+FACTS_CHUNK = 10_000  # steps read with one query (the tick is told between chunks)
 
 
-def step_facts(run: Run) -> list[StepFacts]:
-    """Return a run's steps as alignment facts, in order."""
+def step_facts(run: Run, tick: Tick | None = None) -> list[StepFacts]:
+    """Return a run's steps as alignment facts, in order; ``tick`` is told the share read
+    (of `Run.step_count`) after each chunk."""
+    rows: list[tuple] = []
     with connection.cursor() as cursor:
-        cursor.execute(_FACTS_SQL, [run.started_at, run.pk])
-        rows = cursor.fetchall()
+        origin = run.started_at
+        if origin is None:
+            cursor.execute("SELECT MIN(started_at) FROM runs_step WHERE run_id = %s", [run.pk])
+            origin = cursor.fetchone()[0]
+        after = -1
+        while True:
+            params = {"origin": origin, "run": run.pk, "after": after, "limit": FACTS_CHUNK}
+            cursor.execute(_FACTS_SQL, params)
+            chunk = cursor.fetchall()
+            rows.extend(chunk)
+            if tick is not None:
+                tick(min(len(rows) / run.step_count, 1.0) if run.step_count else 1.0)
+            if len(chunk) < FACTS_CHUNK:
+                break
+            after = chunk[-1][0]
     return [
         StepFacts(
             seq=seq,
@@ -441,9 +491,12 @@ def step_facts(run: Run) -> list[StepFacts]:
     ]
 
 
-def align_steps(left: list[StepFacts], right: list[StepFacts]) -> tuple[list[Row], bool]:
-    """Return the rows aligning two runs' steps, and whether a bound was hit."""
-    pairs, bounded = align([s.key for s in left], [s.key for s in right])
+def align_steps(
+    left: list[StepFacts], right: list[StepFacts], tick: Tick | None = None
+) -> tuple[list[Row], bool]:
+    """Return the rows aligning two runs' steps, and whether a bound was hit (``tick``: as
+    for `align`)."""
+    pairs, bounded = align([s.key for s in left], [s.key for s in right], tick=tick)
     rows: list[Row] = []
     gap_left: list[int] = []
     gap_right: list[int] = []
@@ -514,10 +567,12 @@ def settle_volatile(
     left_steps: list[StepFacts],
     right_steps: list[StepFacts],
     rows: list[Row],
+    tick: Tick | None = None,
 ) -> tuple[list[Row], bool]:
     """Return the rows with "result" taken out of what changed, and into `Row.volatile`,
     where two results differ only in volatile values (see the module's docstring), and
-    whether the budget ran out before every changed result was read."""
+    whether the budget ran out before every changed result was read. ``tick`` is told the
+    share of those rows done before each batch."""
     todo = [
         n
         for n, row in enumerate(rows)
@@ -526,6 +581,8 @@ def settle_volatile(
     results = _Results(VOLATILE_BUDGET)
     out = list(rows)
     for start in range(0, len(todo), VOLATILE_BATCH):
+        if tick is not None:
+            tick(start / len(todo))
         batch = todo[start : start + VOLATILE_BATCH]
         pairs = [(left_steps[rows[n].left], right_steps[rows[n].right]) for n in batch]  # type: ignore[index]
         texts = results.fetch(left, [a for a, _ in pairs]) | results.fetch(
@@ -628,32 +685,48 @@ def loop_start(run: Run) -> LoopStart | None:
     return LoopStart(finding.detector, finding.severity, finding.tool, started, finding.fired_at)
 
 
-# The last few comparisons of this process: paging through one and unfolding its stretches
-# would otherwise align the same two runs again on every request. In memory only, so a new
-# version of this module never meets a Comparison made by an older one.
-_CACHE: OrderedDict[tuple, Comparison] = OrderedDict()
-_CACHE_PAIRS = 4
-_CACHE_LOCK = threading.Lock()  # threaded servers share the module
+# -- one comparison, as the worker computes it ---------------------------------------------
+
+# Each phase of `compare_runs` and its share of the whole (reading the steps is weighed by
+# each run's step count within READ_SHARE).
+READ_SHARE = 0.6
+ALIGN_SHARE = 0.25
+VOLATILE_SHARE = 0.13
+Progress = Callable[[str, float], None]  # told the phase (in words) and the share done
 
 
-def _state(run: Run) -> tuple:
-    """What changes when a run's steps or findings do: its analysis and (live) appends."""
-    return (run.pk, run.analyzed_at, run.step_count, run.version)
+def _phase(progress: Progress | None, phase: str, start: float, share: float) -> Tick | None:
+    """Return a tick that reports a phase's own share done as a share of the whole."""
+    if progress is None:
+        return None
+    progress(phase, start)
+    return lambda done: progress(phase, start + share * done)
 
 
-def compare_runs(left: Run, right: Run) -> Comparison:
-    """Align two runs' steps and gather their totals and loop starts (reads only; the last
-    few comparisons are kept per process until either run changes)."""
-    key = (_state(left), _state(right))
-    with _CACHE_LOCK:
-        if (cached := _CACHE.get(key)) is not None:
-            _CACHE.move_to_end(key)
-    if cached is not None:
-        return replace(cached, left=left, right=right)
-    left_steps, right_steps = step_facts(left), step_facts(right)
-    rows, bounded = align_steps(left_steps, right_steps)
-    rows, volatile_bounded = settle_volatile(left, right, left_steps, right_steps, rows)
-    comparison = Comparison(
+def compare_runs(left: Run, right: Run, progress: Progress | None = None) -> Comparison:
+    """Align two runs' steps and gather their totals and loop starts (reads only).
+
+    ``progress``, when given, is told what is being done and how far along the comparison
+    is, between chunks of the work; whatever it raises stops the comparison.
+    """
+    sizes = max(left.step_count + right.step_count, 1)
+    left_share = READ_SHARE * left.step_count / sizes
+    read = _phase(progress, "reading the left run's steps", 0.0, left_share)
+    left_steps = step_facts(left, read)
+    read = _phase(progress, "reading the right run's steps", left_share, READ_SHARE - left_share)
+    right_steps = step_facts(right, read)
+    rows, bounded = align_steps(
+        left_steps, right_steps, _phase(progress, "aligning the steps", READ_SHARE, ALIGN_SHARE)
+    )
+    checking = _phase(
+        progress, "checking changed results", READ_SHARE + ALIGN_SHARE, VOLATILE_SHARE
+    )
+    rows, volatile_bounded = settle_volatile(left, right, left_steps, right_steps, rows, checking)
+    if progress is not None:
+        progress(
+            "finding where each run started to loop", READ_SHARE + ALIGN_SHARE + VOLATILE_SHARE
+        )
+    return Comparison(
         left=left,
         right=right,
         left_steps=left_steps,
@@ -666,11 +739,302 @@ def compare_runs(left: Run, right: Run) -> Comparison:
         volatile_only=sum(1 for row in rows if row.volatile and row.kind == EQUAL),
         volatile_bounded=volatile_bounded,
     )
+
+
+# -- the stored form -----------------------------------------------------------------------
+
+# The version of the stored form and of what it holds: part of every cache key, so a new
+# alignment or a new form never meets a comparison stored by an older one.
+FORMAT = 1
+_KINDS = {EQUAL: "e", CHANGED: "c", REMOVED: "r", INSERTED: "i"}
+_KIND_OF = {code: kind for kind, code in _KINDS.items()}
+
+
+def encode(cmp: Comparison) -> bytes:
+    """Return a comparison (without its two Run rows) as zlib-compressed JSON columns."""
+    sides = {}
+    for side, steps in (("left", cmp.left_steps), ("right", cmp.right_steps)):
+        sides[side] = {
+            "seq": [s.seq for s in steps],
+            "kind": [s.kind for s in steps],
+            "tool": [s.tool for s in steps],
+            "key": [s.key for s in steps],
+            "shape": [s.shape for s in steps],
+            "status": [s.outcome[0] for s in steps],
+            "digest": [s.outcome[1] for s in steps],
+            "tokens": [s.tokens for s in steps],
+            "cost": [s.cost for s in steps],
+            "offset": [s.offset for s in steps],
+        }
+    data = {
+        "format": FORMAT,
+        "steps": sides,
+        "rows": {
+            "kind": "".join(_KINDS[row.kind] for row in cmp.rows),
+            "left": [row.left for row in cmp.rows],
+            "right": [row.right for row in cmp.rows],
+            "changed": [",".join(row.changed) for row in cmp.rows],
+            "volatile": [",".join(row.volatile) for row in cmp.rows],
+        },
+        "bounded": cmp.bounded,
+        "loops": [asdict(loop) if loop else None for loop in (cmp.left_loop, cmp.right_loop)],
+        "counts": cmp.counts,
+        "volatile_only": cmp.volatile_only,
+        "volatile_bounded": cmp.volatile_bounded,
+    }
+    return zlib.compress(orjson.dumps(data), 6)
+
+
+def decode(data: bytes, left: Run, right: Run) -> Comparison:
+    """Return the comparison `encode` stored, with these two runs."""
+    stored = orjson.loads(zlib.decompress(data))
+    steps = {}
+    for side, c in stored["steps"].items():
+        steps[side] = [
+            StepFacts(seq, kind, tool, key, shape, (status, digest), tokens, cost, offset)
+            for seq, kind, tool, key, shape, status, digest, tokens, cost, offset in zip(
+                c["seq"], c["kind"], c["tool"], c["key"], c["shape"], c["status"],
+                c["digest"], c["tokens"], c["cost"], c["offset"], strict=True,
+            )
+        ]  # fmt: skip
+    r = stored["rows"]
+    rows = [
+        Row(_KIND_OF[kind], i, j, _split(changed), _split(volatile))
+        for kind, i, j, changed, volatile in zip(
+            r["kind"], r["left"], r["right"], r["changed"], r["volatile"], strict=True
+        )
+    ]
+    left_loop, right_loop = (LoopStart(**loop) if loop else None for loop in stored["loops"])
+    return Comparison(
+        left=left,
+        right=right,
+        left_steps=steps["left"],
+        right_steps=steps["right"],
+        rows=rows,
+        bounded=stored["bounded"],
+        left_loop=left_loop,
+        right_loop=right_loop,
+        counts=stored["counts"],
+        volatile_only=stored["volatile_only"],
+        volatile_bounded=stored["volatile_bounded"],
+    )
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(text.split(",")) if text else ()
+
+
+def _state(run: Run) -> str:
+    """What changes when a run's steps or findings do: its analysis (a policy change
+    re-analyzes), its live appends, and retention taking its steps."""
+    expired = run.steps_expired_at.isoformat() if run.steps_expired_at else ""
+    analyzed = run.analyzed_at.isoformat() if run.analyzed_at else ""
+    return f"{run.pk}:{analyzed}:{run.step_count}:{run.version}:{expired}"
+
+
+def cache_key(left: Run, right: Run) -> str:
+    """Return the digest of what a comparison of these two runs depends on."""
+    text = f"{FORMAT}|{_state(left)}|{_state(right)}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# The last few stored comparisons this process decoded: paging through one and unfolding its
+# stretches would otherwise decode it again on every request. Keyed by the cache key, which
+# holds FORMAT and both runs' state, so a changed run or a new module misses.
+_CACHE: OrderedDict[str, Comparison] = OrderedDict()
+_CACHE_PAIRS = 4
+_CACHE_LOCK = threading.Lock()  # threaded servers share the module
+
+
+def stored_comparison(job: CompareJob, left: Run, right: Run) -> Comparison:
+    """Return a done job's comparison, with these two runs (decoded once per process)."""
     with _CACHE_LOCK:
-        _CACHE[key] = comparison
+        if (cached := _CACHE.get(job.cache_key)) is not None:
+            _CACHE.move_to_end(job.cache_key)
+    if cached is not None:
+        return replace(cached, left=left, right=right)
+    comparison = decode(bytes(job.result), left, right)
+    with _CACHE_LOCK:
+        _CACHE[job.cache_key] = comparison
         while len(_CACHE) > _CACHE_PAIRS:
             _CACHE.popitem(last=False)
     return comparison
+
+
+# -- the job: opened by the page, computed by the worker ------------------------------------
+
+PROGRESS_SECONDS = 0.5  # how often a running job writes its progress (and reads cancel)
+# A job with no sign of life for this long (its worker died, or its message was lost) is
+# queued again by the next visit; the worker writes its heartbeat every PROGRESS_SECONDS.
+STALE_SECONDS = 60
+UNFINISHED = (CompareJob.Status.QUEUED, CompareJob.Status.RUNNING)
+
+
+class Stopped(Exception):
+    """The job was cancelled, or another claim took it over: stop computing."""
+
+
+def _stale_cutoff() -> datetime:
+    seconds = min(STALE_SECONDS, settings.LOOPBOARD_STALE_SECONDS)
+    return timezone.now() - timedelta(seconds=seconds)
+
+
+def open_job(left: Run, right: Run) -> CompareJob:
+    """Return the comparison job of these two runs as they are now, creating and queueing it
+    (on commit) when there is none.
+
+    Two requests at once get the same job (a unique constraint on the pair and its cache
+    key). A new job replaces the pair's jobs of older states. A job whose worker died or
+    whose message was lost (no sign of life for the stale period) is queued again. A
+    cancelled or failed job stays as it is until `retry`.
+    """
+    key = cache_key(left, right)
+    with transaction.atomic():
+        job, created = CompareJob.objects.get_or_create(
+            left=left,
+            right=right,
+            cache_key=key,
+            defaults={"project_id": left.project_id, "heartbeat_at": timezone.now()},
+        )
+        if created:
+            CompareJob.objects.filter(left=left, right=right).exclude(pk=job.pk).delete()
+            queue.queue_compare(job.pk)
+        elif job.status in UNFINISHED and _requeue_if_stale(job.pk):
+            queue.queue_compare(job.pk)
+            job.refresh_from_db()
+    return job
+
+
+def _requeue_if_stale(job_id: int) -> bool:
+    """Put a job without a sign of life back to queued (one caller wins); return whether."""
+    return bool(
+        CompareJob.objects.filter(
+            pk=job_id, status__in=UNFINISHED, cancel_requested=False,
+            heartbeat_at__lt=_stale_cutoff(),
+        ).update(status=CompareJob.Status.QUEUED, heartbeat_at=timezone.now())
+    )  # fmt: skip
+
+
+def requeue_stale() -> int:
+    """Queue again every job left without a sign of life (for recovery); a dead worker's job
+    that was asked to cancel is cancelled. Returns how many were queued."""
+    cutoff = _stale_cutoff()
+    CompareJob.objects.filter(
+        status__in=UNFINISHED, cancel_requested=True, heartbeat_at__lt=cutoff
+    ).update(status=CompareJob.Status.CANCELLED, finished_at=timezone.now())
+    stale = CompareJob.objects.filter(status__in=UNFINISHED, heartbeat_at__lt=cutoff)
+    job_ids = [job_id for job_id in stale.values_list("pk", flat=True) if _requeue_if_stale(job_id)]
+    for job_id in job_ids:
+        queue.queue_compare(job_id)
+    return len(job_ids)
+
+
+def cancel(left: Run, right: Run) -> CompareJob | None:
+    """Ask the pair's unfinished job to stop: a queued one is cancelled at once, a running
+    one at its next progress write. Returns the pair's latest job (None when there is none)."""
+    jobs = CompareJob.objects.filter(left=left, right=right)
+    jobs.filter(status=CompareJob.Status.QUEUED).update(
+        status=CompareJob.Status.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    )
+    jobs.filter(status=CompareJob.Status.RUNNING).update(cancel_requested=True)
+    return jobs.first()
+
+
+def retry(left: Run, right: Run) -> CompareJob:
+    """Queue a cancelled or failed comparison of the pair (as the runs are now) again."""
+    job = open_job(left, right)
+    with transaction.atomic():
+        again = CompareJob.objects.filter(
+            pk=job.pk, status__in=[CompareJob.Status.CANCELLED, CompareJob.Status.FAILED]
+        ).update(
+            status=CompareJob.Status.QUEUED, cancel_requested=False, progress=0, phase="",
+            error="", heartbeat_at=timezone.now(), finished_at=None,
+        )  # fmt: skip
+        if again:
+            queue.queue_compare(job.pk)
+    job.refresh_from_db()
+    return job
+
+
+CLAIM = f"""
+    UPDATE {CompareJob._meta.db_table}
+    SET status = 'running', attempt = attempt + 1, heartbeat_at = now(), progress = 0,
+        started_at = COALESCE(started_at, now())
+    WHERE id = %s AND NOT cancel_requested
+      AND (status = 'queued' OR (status = 'running' AND heartbeat_at < %s))
+    RETURNING attempt
+"""
+
+PROGRESS = f"""
+    UPDATE {CompareJob._meta.db_table}
+    SET progress = %s, phase = %s, heartbeat_at = now()
+    WHERE id = %s AND attempt = %s AND status = 'running'
+    RETURNING cancel_requested
+"""
+
+
+def run_job(job_id: int) -> CompareJob | None:
+    """Claim the job and compute it to its end (done, cancelled or failed); the task body.
+
+    Returns None when the job is not there to claim: finished, cancelled, replaced, or held
+    by a worker with a fresh heartbeat. A lost database is raised (the task retries; a job
+    left running is queued again once stale); any other error fails the job with the reason.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM, [job_id, _stale_cutoff()])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    attempt = row[0]
+    job = CompareJob.objects.select_related("left", "right").get(pk=job_id)
+    mine = CompareJob.objects.filter(pk=job_id, attempt=attempt, status=CompareJob.Status.RUNNING)
+    try:
+        if cache_key(job.left, job.right) != job.cache_key:
+            raise ValueError("a run changed since this comparison was asked for: open it again")
+        comparison = compare_runs(job.left, job.right, _Heartbeat(job_id, attempt))
+        mine.update(
+            status=CompareJob.Status.DONE, result=encode(comparison), progress=1, phase="",
+            finished_at=timezone.now(), heartbeat_at=timezone.now(),
+        )  # fmt: skip
+    except Stopped:
+        mine.filter(cancel_requested=True).update(
+            status=CompareJob.Status.CANCELLED, finished_at=timezone.now()
+        )
+    except OperationalError:
+        raise
+    except SoftTimeLimitExceeded:
+        _fail(mine, "the comparison took longer than the worker's time limit")
+    except Exception as exc:
+        log.exception("comparison job %s failed", job_id)
+        _fail(mine, f"{type(exc).__name__}: {exc}")
+    job.refresh_from_db()
+    return job
+
+
+def _fail(mine: QuerySet[CompareJob], error: str) -> None:
+    mine.update(status=CompareJob.Status.FAILED, error=error[:2000], finished_at=timezone.now())
+
+
+class _Heartbeat:
+    """The progress of one claim of a job: written at most every PROGRESS_SECONDS; raises
+    Stopped when the job was cancelled, deleted (replaced) or claimed again."""
+
+    def __init__(self, job_id: int, attempt: int) -> None:
+        self.job_id = job_id
+        self.attempt = attempt
+        self.last = time.monotonic()
+        self.phase = ""
+
+    def __call__(self, phase: str, done: float) -> None:
+        now = time.monotonic()
+        if phase == self.phase and now - self.last < PROGRESS_SECONDS:
+            return
+        self.phase, self.last = phase, now
+        with connection.cursor() as cursor:
+            cursor.execute(PROGRESS, [min(done, 1.0), phase, self.job_id, self.attempt])
+            row = cursor.fetchone()
+        if row is None or row[0]:
+            raise Stopped
 
 
 # -- which run to compare with -------------------------------------------------------------

@@ -139,3 +139,8 @@ def depths() -> dict[str, int] | None:
 def _redis(url: str) -> redis.Redis:
     """One client (and connection pool) per broker URL for the process."""
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+def queue_compare(job_id: int) -> None:
+    """Compute this comparison of two runs once the transaction commits, on the bulk queue."""
+    _send_on_commit(names.COMPUTE_COMPARE, job_id, queue="bulk")

@@ -18,10 +18,11 @@ from django.db.models import TextField
 from django.db.models.functions import Cast, Left
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRefresh
 
-from ..models import Run, Step
+from ..models import CompareJob, Run, Step
 from ..services import access
 from ..services import compare as compare_service
 from ..services.compare import CHANGED, EQUAL, Comparison, Row, StepFacts
@@ -362,10 +363,23 @@ def compare_pick(request: HttpRequest, run_id: int) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def compare(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
-    """Two runs side by side, aligned step by step; htmx asks for more rows or a fold."""
+    """Two runs side by side, aligned step by step; htmx asks for more rows or a fold.
+
+    The worker computes the comparison (`compare.open_job`): until it is done, the page shows
+    the job's progress (polled by htmx) and a Cancel button, and once done, the stored result
+    at once for as long as neither run changes.
+    """
     run = access.get_run(request.user, run_id)
     other = access.get_run(request.user, other_id)
-    comparison = compare_service.compare_runs(run, other)
+    job = compare_service.open_job(run, other)
+    if job.status != CompareJob.Status.DONE:
+        if request.htmx:  # rows asked for while a run changed: the page shows the new job
+            return HttpResponseClientRefresh()
+        page = {"job": job, "other": other} | _compare_picker(
+            run, "", compare_service.default_other(run), other
+        )
+        return render(request, "runs/run_compare.html", page)
+    comparison = compare_service.stored_comparison(job, run, other)
     window = build_window(
         comparison,
         _int(request.GET.get("from")) or 0,
@@ -378,6 +392,51 @@ def compare(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
     default = compare_service.default_other(run)
     page |= _compare_picker(run, "", default, other)
     return render(request, "runs/run_compare.html", page)
+
+
+@require_GET
+@login_required
+def compare_status(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
+    """The comparison job's progress block (htmx polls it, 286 once cancelled or failed);
+    once the job is done, the page reloads to show the result."""
+    run = access.get_run(request.user, run_id)
+    other = access.get_run(request.user, other_id)
+    job = compare_service.open_job(run, other)
+    if job.status == CompareJob.Status.DONE or not request.htmx:
+        return HttpResponseClientRefresh() if request.htmx else redirect(job)
+    return _job_block(request, job, run, other)
+
+
+@require_POST
+@login_required
+def compare_cancel(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
+    """Stop the pair's comparison: at once when queued, at the worker's next chunk when running."""
+    run = access.get_run(request.user, run_id)
+    other = access.get_run(request.user, other_id)
+    job = compare_service.cancel(run, other)
+    if request.htmx and job is not None:
+        return _job_block(request, job, run, other)
+    return redirect("runs:compare", run.pk, other.pk)
+
+
+@require_POST
+@login_required
+def compare_retry(request: HttpRequest, run_id: int, other_id: int) -> HttpResponse:
+    """Queue a cancelled or failed comparison of the pair again."""
+    run = access.get_run(request.user, run_id)
+    other = access.get_run(request.user, other_id)
+    job = compare_service.retry(run, other)
+    if request.htmx:
+        return _job_block(request, job, run, other)
+    return redirect(job)
+
+
+def _job_block(request: HttpRequest, job: CompareJob, run: Run, other: Run) -> HttpResponse:
+    page = {"job": job, "run": run, "other": other}
+    response = render(request, "runs/run_compare.html#compare-job", page)
+    if job.is_finished:
+        response.status_code = HTMX_STOP_POLLING
+    return response
 
 
 def _compare_picker(run: Run, query: str, default: Run | None, selected: Run | None) -> dict:

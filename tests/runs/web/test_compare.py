@@ -10,7 +10,7 @@ from django.urls import reverse
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runs.models import Membership
+from runs.models import CompareJob, Membership
 from runs.services import compare as compare_service
 from runs.services.compare import Row
 from runs.web import compare as compare_page
@@ -36,6 +36,17 @@ def pair(project, process):
     fixed_events = [message("user", "find it"), *work(3), loop[0], call("answer", {"a": 1}, "ok")]
     fixed = stored(process, project, fixed_events, "task-8")
     return looping, fixed
+
+
+def opened(client, url, data=None, **kwargs):
+    """GET a comparison whose job the worker has done: the first visit queues the job, which
+    runs here as the task would (`compare.run_job`), then the page is asked again."""
+    first = client.get(url, data, **kwargs)
+    if first.status_code != 200:
+        return first
+    for job_id in CompareJob.objects.filter(status="queued").values_list("pk", flat=True):
+        compare_service.run_job(job_id)
+    return client.get(url, data, **kwargs)
 
 
 def html_of(response) -> str:
@@ -68,7 +79,7 @@ def test_the_picker_searches_the_projects_runs(client_in, pair, project, process
 
 def test_the_comparison_shows_both_runs_aligned_with_the_loop_start(client_in, pair):
     looping, fixed = pair
-    html = html_of(client_in.get(reverse("runs:compare", args=[looping.pk, fixed.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[looping.pk, fixed.pk])))
     kinds = re.findall(r'data-kind="(\w+)"', html)
     assert kinds == ["equal"] * 5 + ["removed"] * 7 + ["inserted"]
     assert "loop starts here" in html
@@ -85,7 +96,7 @@ def test_the_comparison_shows_both_runs_aligned_with_the_loop_start(client_in, p
     assert reverse("runs:step", args=[looping.pk, 4]) in html
     assert reverse("runs:step", args=[fixed.pk, 4]) in html
     # swapped: the loop is on the right now
-    html = html_of(client_in.get(reverse("runs:compare", args=[fixed.pk, looping.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[fixed.pk, looping.pk])))
     kinds = re.findall(r'data-kind="(\w+)"', html)
     assert kinds == ["equal"] * 5 + ["removed"] + ["inserted"] * 7  # a gap lists removals first
 
@@ -93,7 +104,7 @@ def test_the_comparison_shows_both_runs_aligned_with_the_loop_start(client_in, p
 def test_a_changed_call_shows_what_changed(client_in, project, process):
     left = stored(process, project, [*work(3), call("bash", {"cmd": "make a"}, "ok")], "c-1")
     right = stored(process, project, [*work(3), call("bash", {"cmd": "make b"}, "ok")], "c-2")
-    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[left.pk, right.pk])))
     assert re.findall(r'data-kind="(\w+)"', html) == ["equal"] * 3 + ["changed"]
     assert "args changed" in html
     assert re.search(r'class="diff__del">-\s*&quot;cmd&quot;: &quot;make a&quot;', html)
@@ -114,7 +125,7 @@ def test_a_result_differing_only_in_volatile_values_is_equal_with_a_quiet_note(
         call("fetch", {"k": 1}, f"{evil} request req_1b2c3d4e5f6a7b88 at 2026-01-02T11:30:07Z"),
         call("bash", {"cmd": "pytest"}, "3 tests failed"),
     ], "v-2")  # fmt: skip
-    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[left.pk, right.pk])))
     assert re.findall(r'data-kind="(\w+)"', html) == ["equal"] * 3 + ["changed"]
     assert html.count("result differs only in volatile values") == 1
     assert "3 equal" in html and "(1 of them differ only in volatile values)" in html
@@ -131,7 +142,7 @@ def test_the_page_says_when_changed_results_were_left_unchecked(
     left = stored(process, project, [call("fetch", {"k": 1}, "at 2026-01-01T10:00:00Z")], "b-1")
     right = stored(process, project, [call("fetch", {"k": 1}, "at 2026-01-02T11:30:07Z")], "b-2")
     monkeypatch.setattr(compare_service, "VOLATILE_BUDGET", 10)
-    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[left.pk, right.pk])))
     assert re.findall(r'data-kind="(\w+)"', html) == ["changed"]
     assert "too many changed results" in html
 
@@ -140,17 +151,17 @@ def test_long_equal_stretches_fold_and_unfold_with_or_without_htmx(client_in, pr
     left = stored(process, project, [*work(300), call("bash", {"cmd": "a"}, "x")], "long-1")
     right = stored(process, project, [*work(300), call("bash", {"cmd": "b"}, "x")], "long-2")
     url = reverse("runs:compare", args=[left.pk, right.pk])
-    html = html_of(client_in.get(url))
+    html = html_of(opened(client_in, url))
     assert "Show 296 equal steps" in html
     assert len(re.findall(r'data-kind="', html)) == 5  # 2 + 2 context rows, the change
     unfold = f"{url}?from=2&amp;to=297&amp;flat=1"
     assert f'href="{unfold}"' in html and f'hx-get="{unfold}"' in html
     # without JavaScript: the whole page, that stretch unfolded, paged
-    page = html_of(client_in.get(url, {"from": 2, "to": 297, "flat": 1}))
+    page = html_of(opened(client_in, url, {"from": 2, "to": 297, "flat": 1}))
     assert "<html" in page and len(re.findall(r'data-kind="equal"', page)) == 200
     assert f'href="{url}?from=202&amp;flat=1&amp;to=297"' in page
     # with htmx: only the rows
-    part = html_of(client_in.get(url, {"from": 202, "to": 297, "flat": 1}, headers=HX))
+    part = html_of(opened(client_in, url, {"from": 202, "to": 297, "flat": 1}, headers=HX))
     assert "<html" not in part and len(re.findall(r'data-kind="equal"', part)) == 96
 
 
@@ -158,10 +169,10 @@ def test_a_big_comparison_is_paged(client_in, project, process):
     left = stored(process, project, [call("grep", {"q": k}, "a") for k in range(400)], "big-1")
     right = stored(process, project, [call("grep", {"q": k}, "b") for k in range(400)], "big-2")
     url = reverse("runs:compare", args=[left.pk, right.pk])
-    html = html_of(client_in.get(url))
+    html = html_of(opened(client_in, url))
     assert len(re.findall(r'data-kind="changed"', html)) == 100
     assert f'hx-get="{url}?from=100"' in html and f'href="{url}?from=100"' in html
-    part = html_of(client_in.get(url, {"from": 300}, headers=HX))
+    part = html_of(opened(client_in, url, {"from": 300}, headers=HX))
     assert len(re.findall(r'data-kind="changed"', part)) == 100 and "More rows" not in part
 
 
@@ -192,7 +203,7 @@ def test_hostile_trace_content_is_escaped(client_in, project, process):
         reverse("runs:compare", args=[left.pk, right.pk]),
         reverse("runs:compare_pick", args=[left.pk]),
     ):
-        html = html_of(client_in.get(url))
+        html = html_of(opened(client_in, url))
         assert "<script>alert(1)</script>" not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
@@ -205,7 +216,7 @@ def test_totals_and_deltas_so_far_read_right_minus_left(client_in, project, proc
     left = stored(process, project, [timed("a", 0, 0, 100), timed("b", 1, 10, 100)], "t-1")
     events = [timed("a", 0, 0, 100), timed("x", 9, 5, 250), timed("b", 1, 40, 100)]
     right = stored(process, project, events, "t-2")
-    html = html_of(client_in.get(reverse("runs:compare", args=[left.pk, right.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[left.pk, right.pk])))
     cells = re.findall(r'<td class="num">([^<]*)</td>', html)
     assert cells[:6] == ["2", "3", "+1", "2", "3", "+1"]  # steps, tool calls
     assert cells[6:9] == ["200", "450", "+250"]  # tokens
@@ -220,14 +231,16 @@ def test_runs_of_two_projects_of_the_user_compare(client_in, pair, other_project
     looping, _ = pair
     Membership.objects.create(project=other_project, user=user)
     theirs = stored(process, other_project, work(3), "task-9")
-    html = html_of(client_in.get(reverse("runs:compare", args=[looping.pk, theirs.pk])))
+    html = html_of(opened(client_in, reverse("runs:compare", args=[looping.pk, theirs.pk])))
     assert "task-9" in html and 'data-kind="equal"' in html
 
 
 def test_a_live_runs_new_steps_show_up_in_its_comparison(client_in, api, project, process):
     fixed = stored(process, project, work(3), "agent-1")
-    opened = api.post("/api/live/runs", {"external_id": "agent-2"}, content_type="application/json")
-    live_id = opened.json()["run_id"]
+    session = api.post(
+        "/api/live/runs", {"external_id": "agent-2"}, content_type="application/json"
+    )
+    live_id = session.json()["run_id"]
     url = reverse("runs:compare", args=[live_id, fixed.pk])
 
     def append(k):
@@ -237,13 +250,13 @@ def test_a_live_runs_new_steps_show_up_in_its_comparison(client_in, api, project
         assert answer.status_code == 200, answer.content
 
     append(0)
-    assert re.findall(r'data-kind="(\w+)"', html_of(client_in.get(url))) == [
+    assert re.findall(r'data-kind="(\w+)"', html_of(opened(client_in, url))) == [
         "equal",
         "inserted",
         "inserted",
     ]
     append(1)  # the comparison kept for the page is not reused once the run has changed
-    assert re.findall(r'data-kind="(\w+)"', html_of(client_in.get(url))) == [
+    assert re.findall(r'data-kind="(\w+)"', html_of(opened(client_in, url))) == [
         "equal",
         "equal",
         "inserted",
