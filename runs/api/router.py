@@ -19,7 +19,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
 from ..models import Run, Trace
-from ..services import access, analysis, downloads, filters, ingest, live, summary
+from ..services import access, analysis, downloads, filters, ingest, live, summary, uploads
 from ..services import policy as policy_service
 from . import auth
 from .schemas import (
@@ -128,24 +128,19 @@ def upload_trace(
     (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
     """
     request.auth.require(access.SEND, "uploading a trace")
-    limit = settings.MAX_UPLOAD_BYTES
     if file is not None:
-        if file.size and file.size > limit:
-            raise HttpError(413, f"file of {file.size} bytes is over the limit of {limit} bytes")
-        data, name = file.read(), name or file.name or "upload"
+        data, size, name = file, file.size or None, name or file.name or "upload"
     elif request.content_type == "multipart/form-data":
         raise HttpError(400, "multipart upload without a 'file' field")
     else:
-        data = request.body
-        name = name or "upload"
-    if len(data) > limit:
-        raise HttpError(413, f"trace of {len(data)} bytes is over the limit of {limit} bytes")
-    if not data:
-        raise HttpError(400, "empty trace: send the file as multipart 'file' or as the body")
-    trace, created = ingest.store_trace(
-        _project(request), data, name=name, format=format, source=Trace.Source.API,
-        version=version,
-    )  # fmt: skip
+        data, size, name = request.body, None, name or "upload"
+    try:
+        trace, created = uploads.accept(
+            _project(request), data, name=name, size=size, format=format, version=version,
+            source=Trace.Source.API,
+        )  # fmt: skip
+    except uploads.UploadRefused as exc:
+        raise HttpError(exc.status, exc.message) from None
     return Status(
         202,
         {

@@ -19,7 +19,18 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 import detection
 
 from ..models import AlertRule, ApiKey, Project, Run
-from ..services import access, api_keys, digest, downloads, filters, ingest, issues, live, summary
+from ..services import (
+    access,
+    api_keys,
+    digest,
+    downloads,
+    filters,
+    ingest,
+    issues,
+    live,
+    summary,
+    uploads,
+)
 from ..services import alerts as alert_service
 from ..services import backtest as backtest_service
 from ..services import channels as channel_service
@@ -470,24 +481,20 @@ def upload(request: HttpRequest) -> HttpResponse:
         project = projects[0]
     if project is None:
         errors.append("Choose a project you are a member of.")
-    fmt = request.POST.get("format", "")
-    if fmt and fmt not in ingest.formats():
-        errors.append(f"Unknown format {fmt!r}.")
     files = request.FILES.getlist("files")
     if not files:
         errors.append("Choose at least one trace file.")
     if not errors:
         for upload_ in files:
-            if upload_.size > settings.MAX_UPLOAD_BYTES:
-                errors.append(
-                    f"{upload_.name}: {upload_.size} bytes is over the limit of "
-                    f"{settings.MAX_UPLOAD_BYTES} bytes."
-                )
+            try:
+                trace, created = uploads.accept(
+                    project, upload_, name=upload_.name or "upload", size=upload_.size,
+                    format=request.POST.get("format", ""), user=request.user,
+                    version=request.POST.get("version", ""),
+                )  # fmt: skip
+            except uploads.UploadRefused as exc:
+                errors.append(f"{exc.message}.")
                 continue
-            trace, created = ingest.store_trace(
-                project, upload_.read(), name=upload_.name, format=fmt, user=request.user,
-                version=request.POST.get("version", "")[:100],
-            )  # fmt: skip
             trace.was_duplicate = not created
             traces.append(trace)
     context |= {"traces": traces, "errors": errors}

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from runs.models import Project, Trace
-from runs.services import ingest
+from runs.services import ingest, uploads
 
 
 class Command(BaseCommand):
@@ -21,13 +21,23 @@ class Command(BaseCommand):
         files = [
             p for path in paths for p in ([path] if path.is_file() else sorted(path.rglob("*")))
         ]
+        refused = 0
         for path in files:
             if not path.is_file():
                 if not path.exists():
                     raise CommandError(f"{path}: no such file")
                 continue
-            trace, created = ingest.store_trace(
-                target, path.read_bytes(), name=path.name, format=format, source=Trace.Source.CLI
-            )
+            try:
+                with path.open("rb") as file:
+                    trace, created = uploads.accept(
+                        target, file, name=path.name, size=path.stat().st_size, format=format,
+                        source=Trace.Source.CLI,
+                    )  # fmt: skip
+            except uploads.UploadRefused as exc:
+                self.stderr.write(f"{path.parent}/{exc.message}")
+                refused += 1
+                continue
             state = "queued" if created else f"already stored ({trace.status})"
             self.stdout.write(f"{path}: trace {trace.pk} {state}")
+        if refused:
+            raise CommandError(f"{refused} of {len(files)} file(s) refused")
