@@ -10,6 +10,10 @@ fixed (the steps after it go on further). Then prints median times of:
 - loading both runs' step facts, aligning them (`compare.align_steps`), the whole
   `compare_runs`, and the compare page (first page, a middle page, an unfolded stretch
   through htmx) through Django's test Client, beside /healthz;
+- the compare job: the page's request with no worker running (it opens a queued job), the
+  worker's part (`compare.run_job`: align, encode, store, with its progress writes), the
+  stored size, and the page once the job is done (decoded anew, then cached), beside what
+  the page did in the request before (`compare_runs` and the first window);
 - baselines over the same signatures: difflib.SequenceMatcher (with and without autojunk),
   and an unbounded O(n·m) LCS on the first 2,000 steps beside `align` on the same prefix
   (with the number of matched steps of each, to show the alignment is as long);
@@ -150,7 +154,7 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from runs.models import Membership, Project, Run
+    from runs.models import CompareJob, Membership, Project, Run
     from runs.services import compare
     from runs.web import compare as compare_page
 
@@ -187,7 +191,6 @@ def main() -> None:
     align_ms, (rows, bounded) = median_ms(lambda: compare.align_steps(a_facts, b_facts), r)  # type: ignore[misc]
 
     def cold_compare(a, b):
-        compare._CACHE.clear()  # the per-process cache of recent comparisons
         return compare.compare_runs(a, b)
 
     whole_ms, cmp = median_ms(lambda: cold_compare(left, right), r)
@@ -227,13 +230,42 @@ def main() -> None:
     client = Client()
     client.force_login(user)
     url = f"/runs/{left.pk}/compare/{right.pk}/"
+    jobs = CompareJob.objects.filter(left=left, right=right)
+
+    def in_request():  # what the page did inside the request before the job
+        return compare_page.build_window(compare.compare_runs(left, right))
+
+    before_ms, _ = median_ms(in_request, r)
+    queued = []
+    for _ in range(r):
+        jobs.delete()
+        began = time.perf_counter()
+        response = client.get(url)
+        queued.append((time.perf_counter() - began) * 1000)
+        assert b'id="compare-job"' in response.content
+    job = jobs.get()
+    began = time.perf_counter()
+    compare.run_job(job.pk)
+    worker_ms = (time.perf_counter() - began) * 1000
+    job.refresh_from_db()
+    assert job.status == "done", job.error
+    decode_ms, _ = median_ms(lambda: compare.decode(bytes(job.result), left, right), r)
+    print(f"\n{'the compare job, two runs of ' + str(args.steps) + ' steps':52} {'ms':>10}")
+    print(f"{'  before: in the request (compare_runs + first window)':52} {before_ms:10.1f}")
+    print(
+        f"{'  now: the page opens a queued job (no worker)':52} {statistics.median(queued):10.1f}"
+    )
+    print(f"{'  now: the worker computes and stores it (run_job, 1 run)':52} {worker_ms:10.1f}")
+    print(f"{'  decode the stored result':52} {decode_ms:10.1f}")
+    print(f"{'  stored result (zlib over JSON columns), KB':52} {len(job.result) / 1024:10.0f}")
+
     items = compare_page.build_window(cmp).items  # type: ignore[arg-type]
     fold = next((item for item in items if item.kind == "fold"), None)
     pages = [
         ("baseline /healthz", "/healthz", {}, False),
-        ("compare page, first window, aligned anew", url, {}, True),
-        ("compare page, first window, cached alignment", url, {}, False),
-        ("compare page, from row 5000, cached alignment", url + "?from=5000", {}, False),
+        ("compare page, job done, decoded anew", url, {}, True),
+        ("compare page, job done, decoded comparison cached", url, {}, False),
+        ("compare page, from row 5000, cached", url + "?from=5000", {}, False),
         ("picker (default: previous of the same task)", f"/runs/{right.pk}/compare/", {}, False),
     ]
     if fold is not None:

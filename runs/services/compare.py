@@ -38,9 +38,11 @@ import bisect
 import hashlib
 import logging
 import re
+import sys
 import threading
 import time
 import zlib
+from array import array
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -73,6 +75,7 @@ VOLATILE_BUDGET = 2_000_000  # characters of results scrubbed for one whole comp
 VOLATILE_BATCH = 250  # pairs whose results are read in one query per side
 
 TICK_EDITS = 64  # Myers tells the tick how far it is every this many edits
+GREEDY_TICK = 4096  # ... and the greedy fallback every this many steps
 
 Pair = tuple[int | None, int | None]
 Matcher = Callable[[list[int], list[int]], list[tuple[int, int]] | None]
@@ -95,12 +98,17 @@ class _Budget:
         self.tick = tick
         self.size = size
         self.matches: list[tuple[int, int]] = []
+        self.done = 0.0
 
-    def check(self) -> None:
-        """Tell `tick` the share of ``a`` aligned so far (it raises to stop the alignment)."""
-        if self.tick is not None:
-            done = self.matches[-1][0] / self.size if self.matches and self.size else 0.0
-            self.tick(done)
+    def check(self, at: int | None = None) -> None:
+        """Tell `tick` the share of ``a`` aligned so far, never less than it was told before:
+        up to the last match, or to ``at`` (it raises to stop the alignment)."""
+        if self.tick is None:
+            return
+        if at is None:
+            at = self.matches[-1][0] if self.matches else 0
+        self.done = max(self.done, at / self.size if self.size else 0.0)
+        self.tick(self.done)
 
 
 def align(
@@ -225,7 +233,11 @@ def _gap(
     found = _reduced_myers(a, b, alo, ahi, blo, bhi, state, state.max_edits)
     if found is None:
         state.bounded = True
-        found = _reduced(a, b, alo, ahi, blo, bhi, _greedy) or []
+
+        def greedy(x: list[int], y: list[int]) -> list[tuple[int, int]]:
+            return _greedy(x, y, lambda i: state.check(alo + (ahi - alo) * i // len(x)))
+
+        found = _reduced(a, b, alo, ahi, blo, bhi, greedy) or []
     return found
 
 
@@ -306,8 +318,11 @@ def _myers_path(a: list[int], b: list[int], trace: list[list[int]]) -> list[tupl
     return matches[::-1]
 
 
-def _greedy(a: list[int], b: list[int]) -> list[tuple[int, int]]:
-    """Match in one pass: at a mismatch, skip to the nearer next occurrence of either key."""
+def _greedy(
+    a: list[int], b: list[int], tick: Callable[[int], None] | None = None
+) -> list[tuple[int, int]]:
+    """Match in one pass: at a mismatch, skip to the nearer next occurrence of either key
+    (``tick`` is told the position in ``a`` every GREEDY_TICK steps)."""
     where_a: dict[int, list[int]] = defaultdict(list)
     where_b: dict[int, list[int]] = defaultdict(list)
     for i, key in enumerate(a):
@@ -321,8 +336,11 @@ def _greedy(a: list[int], b: list[int]) -> list[tuple[int, int]]:
         return places[n] if n < len(places) else None
 
     matches = []
-    i = j = 0
+    i = j = steps = 0
     while i < len(a) and j < len(b):
+        steps += 1
+        if tick is not None and steps % GREEDY_TICK == 0:
+            tick(i)
         if a[i] == b[j]:
             matches.append((i, j))
             i, j = i + 1, j + 1
@@ -745,83 +763,112 @@ def compare_runs(left: Run, right: Run, progress: Progress | None = None) -> Com
 
 # The version of the stored form and of what it holds: part of every cache key, so a new
 # alignment or a new form never meets a comparison stored by an older one.
-FORMAT = 1
-_KINDS = {EQUAL: "e", CHANGED: "c", REMOVED: "r", INSERTED: "i"}
-_KIND_OF = {code: kind for kind, code in _KINDS.items()}
+FORMAT = 2
+_KINDS = (EQUAL, CHANGED, REMOVED, INSERTED)
+_WHAT = ("args", "text", "result", "status")  # the order a Row lists what changed in
+_WHAT_OF = [tuple(w for n, w in enumerate(_WHAT) if mask >> n & 1) for mask in range(16)]
 
 
 def encode(cmp: Comparison) -> bytes:
-    """Return a comparison (without its two Run rows) as zlib-compressed JSON columns."""
-    sides = {}
-    for side, steps in (("left", cmp.left_steps), ("right", cmp.right_steps)):
-        sides[side] = {
-            "seq": [s.seq for s in steps],
-            "kind": [s.kind for s in steps],
-            "tool": [s.tool for s in steps],
-            "key": [s.key for s in steps],
-            "shape": [s.shape for s in steps],
-            "status": [s.outcome[0] for s in steps],
-            "digest": [s.outcome[1] for s in steps],
-            "tokens": [s.tokens for s in steps],
-            "cost": [s.cost for s in steps],
-            "offset": [s.offset for s in steps],
-        }
-    data = {
+    """Return a comparison (without its two Run rows) in its stored form: a JSON header and
+    packed arrays (rows, and the steps' seqs, kinds, tools, statuses, tokens, cost and time
+    offsets), compressed with zlib. The alignment keys and result digests are not kept."""
+    header: dict[str, Any] = {
         "format": FORMAT,
-        "steps": sides,
-        "rows": {
-            "kind": "".join(_KINDS[row.kind] for row in cmp.rows),
-            "left": [row.left for row in cmp.rows],
-            "right": [row.right for row in cmp.rows],
-            "changed": [",".join(row.changed) for row in cmp.rows],
-            "volatile": [",".join(row.volatile) for row in cmp.rows],
-        },
+        "order": sys.byteorder,
         "bounded": cmp.bounded,
         "loops": [asdict(loop) if loop else None for loop in (cmp.left_loop, cmp.right_loop)],
         "counts": cmp.counts,
         "volatile_only": cmp.volatile_only,
         "volatile_bounded": cmp.volatile_bounded,
     }
-    return zlib.compress(orjson.dumps(data), 6)
+    kind_of = {kind: n for n, kind in enumerate(_KINDS)}
+    arrays: list[tuple[str, array]] = [
+        ("rows.kind", array("b", [kind_of[row.kind] for row in cmp.rows])),
+        ("rows.left", array("i", [-1 if row.left is None else row.left for row in cmp.rows])),
+        ("rows.right", array("i", [-1 if row.right is None else row.right for row in cmp.rows])),
+        ("rows.changed", array("b", [_mask(row.changed) for row in cmp.rows])),
+        ("rows.volatile", array("b", [_mask(row.volatile) for row in cmp.rows])),
+    ]
+    for side, steps in (("left", cmp.left_steps), ("right", cmp.right_steps)):
+        names: dict[str, dict[str, int]] = {"kind": {}, "tool": {}, "status": {}}
+        codes = {
+            what: array("i", [names[what].setdefault(value, len(names[what])) for value in values])
+            for what, values in (
+                ("kind", (s.kind for s in steps)),
+                ("tool", (s.tool for s in steps)),
+                ("status", (s.outcome[0] for s in steps)),
+            )
+        }
+        header[side] = {what: list(found) for what, found in names.items()}
+        arrays += [
+            (f"{side}.seq", array("q", [s.seq for s in steps])),
+            *((f"{side}.{what}", code) for what, code in codes.items()),
+            (f"{side}.tokens", array("q", [s.tokens for s in steps])),
+            (f"{side}.cost", array("d", [s.cost for s in steps])),
+            (f"{side}.offset", array("d", [_NAN if s.offset is None else s.offset for s in steps])),
+        ]
+    header["arrays"] = [(name, values.typecode, len(values)) for name, values in arrays]
+    head = orjson.dumps(header)
+    body = b"".join(values.tobytes() for _, values in arrays)
+    return zlib.compress(len(head).to_bytes(4, "big") + head + body, 1)
 
 
 def decode(data: bytes, left: Run, right: Run) -> Comparison:
-    """Return the comparison `encode` stored, with these two runs."""
-    stored = orjson.loads(zlib.decompress(data))
+    """Return the comparison `encode` stored, with these two runs. Its steps carry what the
+    page shows; their alignment key, shape and result digest are empty (not kept)."""
+    raw = zlib.decompress(data)
+    size = int.from_bytes(raw[:4], "big")
+    header = orjson.loads(raw[4 : 4 + size])
+    at = 4 + size
+    arrays: dict[str, array] = {}
+    for name, typecode, length in header["arrays"]:
+        values = array(typecode)
+        values.frombytes(raw[at : at + length * values.itemsize])
+        if header["order"] != sys.byteorder:
+            values.byteswap()
+        arrays[name] = values
+        at += length * values.itemsize
     steps = {}
-    for side, c in stored["steps"].items():
+    for side in ("left", "right"):
+        names = header[side]
+        kinds, tools, statuses = names["kind"], names["tool"], names["status"]
         steps[side] = [
-            StepFacts(seq, kind, tool, key, shape, (status, digest), tokens, cost, offset)
-            for seq, kind, tool, key, shape, status, digest, tokens, cost, offset in zip(
-                c["seq"], c["kind"], c["tool"], c["key"], c["shape"], c["status"],
-                c["digest"], c["tokens"], c["cost"], c["offset"], strict=True,
+            StepFacts(seq, kinds[kind], tools[tool], "", "", (statuses[status], None), tokens,
+                      cost, None if offset != offset else offset)  # NaN: no time
+            for seq, kind, tool, status, tokens, cost, offset in zip(
+                *(arrays[f"{side}.{what}"] for what in _STEP_COLUMNS), strict=True
             )
         ]  # fmt: skip
-    r = stored["rows"]
     rows = [
-        Row(_KIND_OF[kind], i, j, _split(changed), _split(volatile))
-        for kind, i, j, changed, volatile in zip(
-            r["kind"], r["left"], r["right"], r["changed"], r["volatile"], strict=True
+        Row(_KINDS[kind], None if i < 0 else i, None if j < 0 else j, _WHAT_OF[c], _WHAT_OF[v])
+        for kind, i, j, c, v in zip(
+            *(arrays[f"rows.{what}"] for what in ("kind", "left", "right", "changed", "volatile")),
+            strict=True,
         )
     ]
-    left_loop, right_loop = (LoopStart(**loop) if loop else None for loop in stored["loops"])
+    left_loop, right_loop = (LoopStart(**loop) if loop else None for loop in header["loops"])
     return Comparison(
         left=left,
         right=right,
         left_steps=steps["left"],
         right_steps=steps["right"],
         rows=rows,
-        bounded=stored["bounded"],
+        bounded=header["bounded"],
         left_loop=left_loop,
         right_loop=right_loop,
-        counts=stored["counts"],
-        volatile_only=stored["volatile_only"],
-        volatile_bounded=stored["volatile_bounded"],
+        counts=header["counts"],
+        volatile_only=header["volatile_only"],
+        volatile_bounded=header["volatile_bounded"],
     )
 
 
-def _split(text: str) -> tuple[str, ...]:
-    return tuple(text.split(",")) if text else ()
+_NAN = float("nan")
+_STEP_COLUMNS = ("seq", "kind", "tool", "status", "tokens", "cost", "offset")
+
+
+def _mask(what: tuple[str, ...]) -> int:
+    return sum(1 << _WHAT.index(w) for w in what)
 
 
 def _state(run: Run) -> str:
