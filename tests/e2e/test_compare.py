@@ -1,16 +1,19 @@
-"""In a real browser: open a looping run, click Compare, see it beside the fixed run of the
-same task with the loop start marked, and unfold an equal stretch (htmx) in place."""
+"""In a real browser: open a looping run, click Compare, watch the worker's job until the page
+shows it beside the fixed run of the same task with the loop start marked, and unfold an
+equal stretch (htmx) in place."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
+from runs import tasks
 from runs.models import Membership, Project
-from runs.services import ingest
+from runs.services import compare, ingest
 from tests.helpers import call, message, native_jsonl
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -33,7 +36,33 @@ def stored(project, events, run_id, threads):
     return trace.runs.get()
 
 
-def test_compare_a_looping_run_with_the_fixed_one(live_server, page, background_worker):
+@pytest.fixture
+def compare_worker(monkeypatch, background_worker):
+    """Compute comparison jobs in a thread when queued, once the test sets the returned event
+    (so the page is seen with its job queued first)."""
+    from django.db import connection
+
+    release = threading.Event()
+
+    def work(job_id: int) -> None:
+        release.wait(30)
+        try:
+            compare.run_job(job_id)
+        finally:
+            connection.close()
+
+    def send(args, kwargs=None, **_):
+        thread = threading.Thread(target=work, args=args, daemon=True)
+        background_worker.append(thread)
+        thread.start()
+
+    monkeypatch.setattr(tasks.compute_compare, "apply_async", send)
+    return release
+
+
+def test_compare_a_looping_run_with_the_fixed_one(
+    live_server, page, background_worker, compare_worker
+):
     user = get_user_model().objects.create_user("cora", password="pw-cora-123")
     project = Project.objects.create(name="Agents", slug="agents")
     Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
@@ -63,6 +92,11 @@ def test_compare_a_looping_run_with_the_fixed_one(live_server, page, background_
     page.get_by_role("button", name="Compare", exact=True).click()
 
     expect(page.get_by_role("heading", name="Compare runs")).to_be_visible()
+    # the worker computes it meanwhile: the job's block polls, then the page shows the result
+    expect(page.locator("#compare-job")).to_contain_text("Queued")
+    expect(page.get_by_role("button", name="Cancel")).to_be_visible()
+    compare_worker.set()
+    expect(page.locator("#compare-job")).to_have_count(0)
     expect(page.locator(".compare-summary")).to_contain_text(f"#{looping.pk} nightly-2")
     expect(page.locator(".compare-summary")).to_contain_text(f"#{fixed.pk} nightly-1")
     # side by side: the loop's repeats only on the left, the answer only on the right
