@@ -34,8 +34,8 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, sample_of, share
-from .errors import Skips, TooManySteps, TraceError, too_many_held
-from .kit import finish_run, set_result, text_step, tool_step
+from .errors import Skips, TraceError, too_many_held
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, first_byte, iter_document, looks_like_jsonl, stream_head
 
 name = "openai-agents"
@@ -81,7 +81,6 @@ def claim(sample: Sample) -> Claim:
 class _Trace:
     def __init__(self, trace_id: str) -> None:
         self.run = Run(id=trace_id, format=name)
-        self.spans: list[tuple[float | None, int, Step]] = []
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
@@ -111,20 +110,15 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         held += 1
         if held > limits.max_held_steps:
             raise too_many_held(limits.max_held_steps, source=source, line=where.get("line"))
-        trace.spans.append((step.started_at, len(trace.spans), step))
+        add_step(trace.run, step, limits=limits, source=source, line=where.get("line"))
     for trace in traces.values():
-        if not trace.spans:
+        if not trace.run.steps:
             skips.note(f"{source}: trace {trace.run.id!r} has no spans in this file; left out")
-    if not any(trace.spans for trace in traces.values()):
+    if not any(trace.run.steps for trace in traces.values()):
         raise skips.first or TraceError("no spans in this file", source=source)
-    for trace in (trace for trace in traces.values() if trace.spans):
-        if len(trace.spans) > limits.max_steps:
-            raise TooManySteps(
-                f"run {trace.run.id!r} has more than {limits.max_steps} steps", source=source
-            )
-        ordered = sorted(trace.spans, key=lambda item: (item[0] is None, item[0] or 0, item[1]))
-        trace.run.steps = [step for _, _, step in ordered]
-        yield finish_run(skips.apply(trace.run), source=source, limits=limits)
+    for trace in (trace for trace in traces.values() if trace.run.steps):
+        trace.run.steps.sort(key=lambda step: (step.started_at is None, step.started_at or 0))
+        yield finish_run(skips.apply(trace.run))
         skips = Skips()
 
 

@@ -50,8 +50,8 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import parse_time
 from .detect import Claim, Sample
-from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .errors import Skips, TraceError
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits
 
 name = "aider"
@@ -126,7 +126,7 @@ def claim(sample: Sample) -> Claim:
 class _Session:
     number: int
     started: float | None
-    steps: list[Step] = field(default_factory=list)
+    run: Run
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "aider"})
     user: list[str] = field(default_factory=list)
     reply: list[str] = field(default_factory=list)
@@ -138,22 +138,24 @@ class _Session:
     last_shell: Step | None = None
     replies: int = 0
 
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
 
 class _Reader:
     def __init__(self, source: str, limits: Limits) -> None:
         self.source, self.limits, self.skips = source, limits, Skips()
         self.base = os.path.basename(source) or "aider"
+        self.number = 0  # the line being read
+
+    def session(self, number: int, started: float | None) -> _Session:
+        return _Session(number, started, Run(id=f"{self.base}#{number}", format=name))
 
     def add(self, session: _Session, step: Step) -> Step:
-        if len(session.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"session {session.number} has more than {self.limits.max_steps} steps",
-                source=self.source,
-            )
         if not session.steps:
             step.started_at = step.started_at or session.started
-        session.steps.append(step)
-        return step
+        return add_step(session.run, step, limits=self.limits, source=self.source, line=self.number)
 
     # flushing the pending blocks of lines
 
@@ -323,11 +325,11 @@ class _Reader:
 
     def run(self, session: _Session) -> Run:
         self.flush(session)
-        run_id = f"{self.base}#{session.number}"
-        run = Run(id=run_id, format=name, steps=session.steps, metadata=session.meta)
+        run = session.run
+        run.metadata = session.meta
         if session.started is not None:
             session.meta["started"] = session.started
-        return finish_run(run, source=self.source, limits=self.limits)
+        return finish_run(run)
 
 
 def _answer(text: str) -> str:
@@ -377,6 +379,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     count = 0
     seen_text = False
     for number, raw in enumerate(stream, start=1):
+        reader.number = number
         if len(raw) > limits.max_line_bytes:
             reader.skips.add(
                 TraceError(f"line is {len(raw)} bytes, over the limit", source=source, line=number)
@@ -398,9 +401,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             ):
                 count += 1
                 yield _with_skips(reader, reader.run(session), count)
-            session = _Session(
-                number=(session.number + 1 if session else 1),
-                started=parse_time(header.group("when")),
+            session = reader.session(
+                session.number + 1 if session else 1, parse_time(header.group("when"))
             )
             continue
         if line.strip():
@@ -408,7 +410,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         if session is None:
             if not line.strip():
                 continue
-            session = _Session(number=1, started=None)
+            session = reader.session(1, None)
         reader.line(session, line)
     if session is not None:
         run = reader.run(session)

@@ -53,7 +53,7 @@ from . import text_errors
 from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, iter_members
 
 name = "atif"
@@ -100,7 +100,7 @@ class _State:
     source: str
     limits: Limits
     skips: Skips
-    steps: list[Step] = field(default_factory=list)
+    run: Run
     meta: dict[str, Any] = field(default_factory=dict)
     refs: dict[str, Step] = field(default_factory=dict)  # sub-agent trajectory/session id -> call
     main: list[Step] = field(default_factory=list)
@@ -108,21 +108,27 @@ class _State:
     copied: int = 0
     sources: Counter = field(default_factory=Counter)
 
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
     def add(self, step: Step, branch: str) -> Step:
-        if len(self.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
+        add_step(self.run, step, limits=self.limits, source=self.source)
         self.counter += 1
         step.id = f"{branch}{self.counter}"
-        self.steps.append(step)
         return step
+
+
+def _run_id(meta: dict[str, Any], source: str) -> str:
+    return str(
+        meta.get("session_id") or meta.get("trajectory_id") or os.path.basename(source) or "run"
+    )
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of an ATIF trajectory file."""
     skips = Skips()
-    state = _State(source, limits, skips)
+    state = _State(source, limits, skips, Run(id=_run_id({}, source), format=name))
     subagents: list[tuple[int, Any]] = []
     seen_steps = False
     members = iter_members(
@@ -139,6 +145,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             subagents.append((index, value))  # read after the main steps, to find their call
         else:
             _root_member(state, key, value)
+            state.run.id = _run_id(state.meta, source)
     if not seen_steps:
         raise TraceError("no `steps` array: not an ATIF trajectory", source=source, field="steps")
     main = list(state.steps)
@@ -152,17 +159,13 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         for step in main:
             ordered.append(step)
             ordered.extend(under.pop(step.id, []))
-        state.steps = ordered + [step for steps in under.values() for step in steps]
+        state.run.steps = ordered + [step for steps in under.values() for step in steps]
     if state.copied:
         state.meta["copied_context_steps"] = state.copied
-    run_id = str(
-        state.meta.get("session_id")
-        or state.meta.get("trajectory_id")
-        or os.path.basename(source)
-        or "run"
-    )
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
-    yield finish_run(skips.apply(run), source=source, limits=limits)
+    run = state.run
+    run.id, run.metadata = _run_id(state.meta, source), state.meta
+    run.name = run.id
+    yield finish_run(skips.apply(run))
 
 
 def _root_member(state: _State, key: str, value: Any) -> None:

@@ -105,7 +105,7 @@ from detection.model import Run, Step
 from .content import content_text, number, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .errors import TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, clip_strings
 
 name = "claude-code"
@@ -234,7 +234,9 @@ class _Message:
 @dataclass
 class _State:
     limits: Limits
-    steps: list[Step] = field(default_factory=list)
+    source: str
+    run: Run
+    line: int | None = None  # the line being read
     messages: dict[str, _Message] = field(default_factory=dict)
     calls: dict[str, Step] = field(default_factory=dict)  # tool_use id -> newest call step
     id_counts: Counter = field(default_factory=Counter)
@@ -248,6 +250,10 @@ class _State:
     task_of: dict[str, str] = field(default_factory=dict)  # sidechain record uuid -> Task id
     branch: dict[int, str | None] = field(default_factory=dict)  # id(step) -> Task id
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
 
 
 def _count(counter: Counter, kind: Any) -> None:
@@ -281,9 +287,12 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             abandoned = _abandoned([_skeleton(record) for _, record in skeletons])
         spool.seek(0)
         reader = JsonlReader(spool, source=source, limits=limits, objects_only=True)
-        state = _State(limits)
+        agent_id = _subagent_id(held, source)
+        run = Run(id=_run_id(held.session_id, agent_id, source), format=name)
+        state = _State(limits, source, run)
         dropped = 0
-        for position, (_, record) in enumerate(reader):
+        for position, (line, record) in enumerate(reader):
+            state.line = line
             if position in abandoned:
                 dropped += record.get("type") in ("user", "assistant", "system")
                 continue
@@ -309,15 +318,19 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                 f"{source}: {count} record(s) of unknown type {kind!r} ignored "
                 "(a newer Claude Code version?)"
             )
-    run_id = str(meta.get("session_id") or os.path.basename(source) or "run")
-    run_name = str(meta.get("title") or meta.get("ai_title") or meta.get("slug") or "")
-    agent_id = _subagent_id(held, source)
+    run.id, run.metadata = _run_id(meta.get("session_id"), agent_id, source), meta
+    run.name = str(meta.get("title") or meta.get("ai_title") or meta.get("slug") or run.id)
     if agent_id is not None:
         meta["agent_id"] = agent_id
-        run_id = f"{meta['session_id']}/agent-{agent_id}" if meta.get("session_id") else agent_id
-        run_name = f"agent-{agent_id}"
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=meta, name=run_name)
-    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+        run.name = f"agent-{agent_id}"
+    yield finish_run(reader.skips.apply(run))
+
+
+def _run_id(session_id: Any, agent_id: str | None, source: str) -> str:
+    """A session's id, a sub-agent's `<session>/agent-<id>`."""
+    if agent_id is not None:
+        return f"{session_id}/agent-{agent_id}" if session_id else agent_id
+    return str(session_id or os.path.basename(source) or "run")
 
 
 SPOOL_IN_MEMORY = 8 * 1024 * 1024  # a bigger session is spooled to a temporary file
@@ -592,7 +605,7 @@ def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
 
 def _add(state: _State, record: dict[str, Any], step: Step) -> Step:
     step.started_at = step.started_at or parse_time(record.get("timestamp"))
-    state.steps.append(step)
+    add_step(state.run, step, limits=state.limits, source=state.source, line=state.line)
     state.branch[id(step)] = _task_for(state, record, step)
     return step
 

@@ -87,7 +87,7 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, sample_of, share
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "codex"
@@ -207,7 +207,9 @@ def sniff(head: bytes) -> bool:
 @dataclass
 class _State:
     limits: Limits
-    steps: list[Step] = field(default_factory=list)
+    source: str
+    run: Run
+    line: int | None = None  # the line being read
     calls: dict[str, Step] = field(default_factory=dict)  # call id -> call awaiting output
     by_call: dict[str, Step] = field(default_factory=dict)  # call id -> latest call with it
     explicit: dict[str, bool] = field(default_factory=dict)  # call id -> error, from events
@@ -228,21 +230,31 @@ class _State:
     context: Counter = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "codex"})
 
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a rollout file."""
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    state = _State(limits)
-    for _, record in reader:
+    state = _State(limits, source, Run(id=_run_id({}, source), format=name))
+    for line, record in reader:
+        state.line = line
         _record(state, record)
     reader.check_not_empty()
     if state.skipped:
         state.meta["skipped_records"] = dict(state.skipped)
     if state.context:
         state.meta["context_records"] = dict(state.context)
-    run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
-    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+    run = state.run
+    run.id, run.metadata = _run_id(state.meta, source), state.meta
+    run.name = run.id
+    yield finish_run(reader.skips.apply(run))
+
+
+def _run_id(meta: dict[str, Any], source: str) -> str:
+    return str(meta.get("session_id") or os.path.basename(source) or "run")
 
 
 def _record(state: _State, record: dict[str, Any]) -> None:
@@ -254,6 +266,7 @@ def _record(state: _State, record: dict[str, Any]) -> None:
         state.skipped[str(kind)] += 1
     elif kind == "session_meta":
         _session_meta(state.meta, payload, state.limits)
+        state.run.id = _run_id(state.meta, state.source)
     elif kind == "turn_context":
         _turn_context(state.meta, payload)
     elif kind == "response_item":
@@ -338,8 +351,7 @@ def _add(state: _State, step: Step, when: float | None, *, model: bool) -> Step:
         step.batch_id = f"resp-{state.response}"
     else:
         state.in_response = False
-    state.steps.append(step)
-    return step
+    return add_step(state.run, step, limits=state.limits, source=state.source, line=state.line)
 
 
 def _key(text: str) -> str:

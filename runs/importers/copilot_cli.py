@@ -32,7 +32,7 @@ from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits
 
 name = "copilot-cli"
@@ -71,10 +71,7 @@ class _Session:
         self.pending_agents: list[str] = []  # task calls whose sub-agent id is not known yet
 
     def add(self, step: Step) -> Step:
-        if len(self.run.steps) >= self.limits.max_steps:
-            raise TooManySteps(f"run {self.run.id!r} has more than {self.limits.max_steps} steps")
-        self.run.steps.append(step)
-        return step
+        return add_step(self.run, step, limits=self.limits, source="")  # parse names the line
 
     def parent_of(self, event: dict, data: dict) -> str | None:
         parent = data.get("parentToolCallId")
@@ -113,11 +110,12 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         try:
             _event(session, event)
         except TooManySteps as exc:
-            raise TooManySteps(exc.reason, source=source, line=line) from None
+            exc.source, exc.line = source, line
+            raise
         except TraceError as exc:
             reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
     reader.check_not_empty()
-    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+    yield finish_run(reader.skips.apply(run))
 
 
 def _event(session: _Session, event: dict) -> None:

@@ -29,7 +29,7 @@ from .content import content_text
 from .detect import Claim, Sample, share
 from .errors import TooManySteps, TraceError
 from .hook_logs import cursor_hooks, is_cursor_event
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits, head_values, stream_head
 
 name = "cursor"
@@ -87,18 +87,16 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         try:
             _line(run, record, waiting, limits)
         except TooManySteps as exc:
-            raise TooManySteps(exc.reason, source=source, line=line) from None
+            exc.source, exc.line = source, line
+            raise
         except TraceError as exc:
             reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
     reader.check_not_empty()
-    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+    yield finish_run(reader.skips.apply(run))
 
 
 def _add(run: Run, step: Step, limits: Limits) -> Step:
-    if len(run.steps) >= limits.max_steps:
-        raise TooManySteps(f"run {run.id!r} has more than {limits.max_steps} steps")
-    run.steps.append(step)
-    return step
+    return add_step(run, step, limits=limits, source="")  # parse names the file and line
 
 
 def _line(run: Run, record: dict, waiting: list[Step], limits: Limits) -> None:

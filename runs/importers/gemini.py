@@ -90,8 +90,8 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, number, parse_time
 from .detect import Claim, Sample, share
-from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .errors import Skips, TraceError, too_many_held
+from .kit import add_step, check_step_limit, finish_run, set_result, text_step, tool_step
 from .reading import (
     JsonlReader,
     Limits,
@@ -210,33 +210,33 @@ class _Stream:
         count on the run that follows).
         """
         reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-        session = _Session(limits)
+        session = _Session(limits, source, 0)
         count = 0
 
         def done(run: Run) -> Run:
             reader.skips.apply(run)
             reader.skips.count, reader.skips.warnings = 0, []
-            return finish_run(run, source=source, limits=limits)
+            return finish_run(run)
 
         for line, event in reader:
             if event.get("type") == "init" and session.started:
-                yield done(session.run(source, count))
+                yield done(session.finish())
                 count += 1
-                session = _Session(limits)
+                session = _Session(limits, source, count)
+            session.line = line
             session.event(event)
-            if len(session.steps) > limits.max_steps:
-                raise TooManySteps(
-                    f"a session has more than {limits.max_steps} steps", source=source, line=line
-                )
         reader.check_not_empty()
         if session.started or session.steps:
-            yield done(session.run(source, count))
+            yield done(session.finish())
 
 
 @dataclass
 class _Session:
     limits: Limits
-    steps: list[Step] = field(default_factory=list)
+    source: str
+    index: int  # sessions before it in the file
+    run: Run = field(init=False)
+    line: int | None = None  # the line being read
     calls: dict[str, Step] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "gemini-cli"})
     started: bool = False
@@ -244,14 +244,21 @@ class _Session:
     response: int = 0
     in_response: bool = False
 
-    def run(self, source: str, index: int) -> Run:
-        default = f"{os.path.basename(source) or 'run'}#{index + 1}"
-        return Run(
-            id=str(self.meta.get("session_id") or default),
-            format=_Stream.name,
-            steps=self.steps,
-            metadata=self.meta,
-        )
+    def __post_init__(self) -> None:
+        self.run = Run(id=self.run_id(), format=_Stream.name)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
+    def run_id(self) -> str:
+        default = f"{os.path.basename(self.source) or 'run'}#{self.index + 1}"
+        return str(self.meta.get("session_id") or default)
+
+    def finish(self) -> Run:
+        self.run.id = self.run.name = self.run_id()
+        self.run.metadata = self.meta
+        return self.run
 
     def add(self, step: Step, event: dict[str, Any], *, model: bool) -> Step:
         step.started_at = parse_time(event.get("timestamp", event.get("ts")))
@@ -264,8 +271,7 @@ class _Session:
             self.in_response = False
         if step.kind != "assistant":
             self.delta = None
-        self.steps.append(step)
-        return step
+        return add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
 
     def event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -274,6 +280,7 @@ class _Session:
             for key, target in (("session_id", "session_id"), ("model", "model")):
                 if event.get(key):
                     self.meta[target] = clip_strings(str(event[key]), 200)
+            self.run.id = self.run_id()
         elif kind == "message":
             self.message(event)
         elif kind == "tool_use":
@@ -627,12 +634,11 @@ class _Recording:
         self.held = 0  # steps held, live and abandoned
 
     def _count(self, delta: int, line: int | None) -> None:
-        self.held += delta
-        limit = min(self.limits.max_steps, self.limits.max_held_steps)
-        if self.held > limit:
-            raise TooManySteps(
-                f"the recording holds more than {limit} steps", source=self.source, line=line
-            )
+        self.held += delta  # what the run will hold: laying it out adds a step per marker
+        if self.held > self.limits.max_held_steps:
+            raise too_many_held(self.limits.max_held_steps, source=self.source, line=line)
+        run_id = self.run_id(os.path.basename(self.source) or "run")
+        check_step_limit(self.held, run_id, limits=self.limits, source=self.source, line=line)
 
     def message(self, record: dict[str, Any], line: int | None) -> None:
         """Add a message, or replace the earlier version of its id in place."""
@@ -714,9 +720,12 @@ class _Recording:
         self.branches.append(_Branch(order[index - 1] if index else None, dropped, line))
         self.live = {m.id: m for m in order[:index]}
 
+    def run_id(self, default_id: str) -> str:
+        return str(self.meta.get("sessionId") or default_id)
+
     def run(self, default_id: str) -> Run:
         run = Run(
-            id=str(self.meta.get("sessionId") or default_id),
+            id=self.run_id(default_id),
             format=_Chat.name,
             metadata=self.meta,
         )
@@ -757,8 +766,7 @@ class _Layout:
             if count > 1:
                 step.id = f"{step.id}#{count}"
         step.parent_id = parent
-        self.run.steps.append(step)
-        return step
+        return add_step(self.run, step, limits=self.limits, source=self.recording.source)
 
     def marker(self, text: str, name: str, parent: str | None) -> Step:
         """Add the step that opens a sub-agent or an abandoned branch: a lane of its own."""
@@ -844,7 +852,7 @@ class _Chat:
             recording = _read_document(stream, source=source, limits=limits)
             recording.meta["recording"] = "json"
         run = recording.run(default_id)
-        yield finish_run(recording.skips.apply(run), source=source, limits=limits)
+        yield finish_run(recording.skips.apply(run))
 
 
 MALFORMED = (TypeError, AttributeError, KeyError)

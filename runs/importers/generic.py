@@ -92,8 +92,8 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, parse_json_text
 from .detect import Claim, Sample
-from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run
+from .errors import Skips, TraceError
+from .kit import add_step, finish_run
 from .reading import (
     DepthGuard,
     JsonlReader,
@@ -392,6 +392,7 @@ class Builder:
         self.batches = 0
         self.seen: dict[bytes, int] = {}  # message fingerprint -> most times in one list
         self.where = ""
+        self.line: int | None = None  # the JSONL line being read
         self.calls = 0
         self.typed_unreadable = 0  # objects typed as calls that cannot be read as calls
         # records that carry their own id and a parent link: (id, parent, first, end step)
@@ -403,6 +404,8 @@ class Builder:
     def record(self, value: Any, where: str) -> None:
         """Read one record (a JSONL line, an array item of a document)."""
         self.where = where
+        line = WHERE_LINE.match(where)
+        self.line = int(line[1]) if line else None
         self.batch_id = None
         first = len(self.run.steps)
         self._visit(value, 1, shadow=False, parent_link=None)
@@ -491,14 +494,8 @@ class Builder:
     # -- steps
 
     def _add(self, step: Step) -> Step:
-        if len(self.run.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run {self.run.id!r} has more than {self.limits.max_steps} steps",
-                source=self.source,
-            )
         step.seq = len(self.run.steps)
-        self.run.steps.append(step)
-        return step
+        return add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
 
     def _message(self, kind: str, text: str) -> None:
         if kind == "assistant":
@@ -703,7 +700,7 @@ class Builder:
         run.metadata["read_by"] = self.read_by.as_metadata()
         run.metadata["read_by"]["summary"] = self.read_by.summary()
         self.skips.apply(run)
-        return finish_run(run, source=self.source, limits=self.limits)
+        return finish_run(run)
 
 
 class ListState:
@@ -893,6 +890,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     if runs == 1:
         held.id = held.name = base
     yield _with_skips(held, skips)
+
+
+WHERE_LINE = re.compile(r":(\d+)")  # where a JSONL record is: ":<line>" or ":<line>[i]"
 
 
 def _builder(run_id: str, limits: Limits, source: str) -> Builder:

@@ -41,7 +41,7 @@ from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError, too_many_held
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits
 
 TIME_KEYS = ("timestamp", "ts", "time", "logged_at", "received_at")
@@ -93,7 +93,10 @@ def is_cursor_event(record: Any) -> bool:
 @dataclass
 class _Session:
     run: Run
+    limits: Limits
+    source: str
     open: list[Step] = field(default_factory=list)  # calls waiting for their result
+    line: int | None = None  # the line being read
 
 
 class HookLog:
@@ -133,28 +136,25 @@ class HookLog:
                 continue
             key = next((str(event[k]) for k in self.session_keys if event.get(k)), "session")
             session = sessions.get(key) or sessions.setdefault(
-                key, _Session(Run(id=key[:255], format=self.name))
+                key, _Session(Run(id=key[:255], format=self.name), limits, source)
             )
+            session.line = line
             before = len(session.run.steps)
             try:
                 self._event(session, name, event, limits)
+            except TooManySteps:
+                raise
             except TraceError as exc:
                 reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
             held += len(session.run.steps) - before
             if held > limits.max_held_steps:
                 raise too_many_held(limits.max_held_steps, source=source, line=line)
-            if len(session.run.steps) > limits.max_steps:
-                raise TooManySteps(
-                    f"run {session.run.id!r} has more than {limits.max_steps} steps",
-                    source=source,
-                    line=line,
-                )
         reader.check_not_empty()
         skips: Skips | None = reader.skips
         for session in sessions.values():
             run = skips.apply(session.run) if skips is not None else session.run
             skips = None  # the file's skipped lines are counted once, on its first run
-            yield finish_run(run, source=source, limits=limits)
+            yield finish_run(run)
 
     # --- one event
 
@@ -274,8 +274,9 @@ class HookLog:
             )
 
     def _add(self, session: _Session, step: Step) -> Step:
-        session.run.steps.append(step)
-        return step
+        return add_step(
+            session.run, step, limits=session.limits, source=session.source, line=session.line
+        )
 
     def _open(
         self,

@@ -60,7 +60,7 @@ from . import text_errors
 from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, iter_members, read_document
 
 name = "inspect-ai"
@@ -266,7 +266,7 @@ class _State:
     skips: Skips
     attachments: dict[str, Any]
     pool: list[Any]
-    steps: list[Step] = field(default_factory=list)
+    run: Run
     spans: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # id -> (parent, type)
     agents: dict[str, Step] = field(default_factory=dict)  # agent span id -> its opener step
     last: dict[str, str] = field(default_factory=dict)  # opener id -> last step under it
@@ -276,14 +276,15 @@ class _State:
     skipped: Counter = field(default_factory=Counter)
     scores: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
     def add(self, step: Step, under: Step | None) -> Step:
-        if len(self.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
-        step.id = step.id or f"s{len(self.steps) + 1}"
-        if any(s.id == step.id for s in self.steps[-50:]):
-            step.id = f"{step.id}#{len(self.steps) + 1}"
+        add_step(self.run, step, limits=self.limits, source=self.source)
+        step.id = step.id or f"s{len(self.steps)}"
+        if any(s.id == step.id for s in self.steps[-51:-1]):
+            step.id = f"{step.id}#{len(self.steps)}"
         if under is not None:
             step.parent_id = self.last.get(under.id, under.id)
             step.lane = f"agent:{under.id}"
@@ -291,7 +292,6 @@ class _State:
         if self.pending_usage is not None and step.kind in ("assistant", "tool_call"):
             _usage(step, self.pending_usage)
             self.pending_usage = None
-        self.steps.append(step)
         return step
 
     def resolve(self, value: Any) -> Any:
@@ -322,7 +322,8 @@ def _sample_run(
         return skips.apply(run)
     attachments = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
     pool = sample.get("message_pool") if isinstance(sample.get("message_pool"), list) else []
-    state = _State(source, limits, skips, attachments, pool)
+    run_id = f"{_eval_id(header)}/{sample.get('id')}/epoch-{sample.get('epoch', 1)}"
+    state = _State(source, limits, skips, attachments, pool, Run(id=run_id, format=name))
     events = sample.get("events")
     if isinstance(events, list) and events:
         for index, event in enumerate(events):
@@ -343,11 +344,11 @@ def _sample_run(
         meta["scores"] = state.scores
     if state.skipped:
         meta["skipped_events"] = dict(state.skipped)
-    run_id = f"{_eval_id(header)}/{sample.get('id')}/epoch-{sample.get('epoch', 1)}"
     task = meta.get("task", "eval")
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=meta)
+    run = state.run
+    run.metadata = meta
     run.name = f"{task} · sample {sample.get('id')} · epoch {sample.get('epoch', 1)}"
-    return finish_run(skips.apply(run), source=source, limits=limits)
+    return finish_run(skips.apply(run))
 
 
 def _event_safely(state: _State, event: Any, under: Step | None, where: str) -> None:

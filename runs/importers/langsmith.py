@@ -45,7 +45,7 @@ from . import text_errors
 from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TraceError, too_many_held
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import (
     BOM,
     JsonlReader,
@@ -215,13 +215,13 @@ def _traces(
         if first:
             skips.apply(result)
             first = False
-        yield finish_run(result, source=source, limits=limits)
+        yield finish_run(result)
 
 
 def _trace_run(trace_id: str, members: list[dict[str, Any]], *, source: str, limits: Limits) -> Run:
-    steps: list[Step] = []
     anchor: dict[str, str | None] = {}  # LangSmith run id -> the step its children hang off
     meta: dict[str, Any] = {"agent": "langsmith", "trace_id": trace_id}
+    result = Run(id=trace_id, format=name, metadata=meta)
     has_user = False
     patch_only = 0
     for run in members:
@@ -234,13 +234,12 @@ def _trace_run(trace_id: str, members: list[dict[str, Any]], *, source: str, lim
         for index, step in enumerate(made):
             step.id = run_id if index == len(made) - 1 else f"{run_id}#{index}"
             step.parent_id = hang
-            steps.append(step)
+            add_step(result, step, limits=limits, source=source)
         anchor[run_id] = made[-1].id if made else hang
         _run_meta(meta, run, root=parent is None)
     if patch_only:
         meta["runs_without_post"] = patch_only
     root = members[0]
-    result = Run(id=trace_id, format=name, steps=steps, metadata=meta)
     if isinstance(root.get("name"), str):
         result.name = f"{root['name'][:150]} · {trace_id[:8]}"
     return result

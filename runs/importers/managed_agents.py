@@ -51,7 +51,7 @@ from . import text_errors
 from .content import content_text, number, parse_time, token_sum
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import BOM, JsonlReader, Limits, iter_document, looks_like_jsonl, stream_head
 
 name = "managed-agents"
@@ -129,7 +129,7 @@ class _State:
     source: str
     limits: Limits
     skips: Skips
-    steps: list[Step] = field(default_factory=list)
+    run: Run
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "claude-managed-agents"})
     calls: dict[str, Step] = field(default_factory=dict)  # sevt id of the use event -> step
     answered: set[str] = field(default_factory=set)
@@ -143,19 +143,21 @@ class _State:
     last_in_thread: dict[str, str | None] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
 
+    line: int | None = None  # the line being read (JSONL)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
     def add(self, step: Step, when: float | None, thread: str | None = None) -> Step:
-        if len(self.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
+        add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
         step.started_at = when
-        step.id = step.id or f"s{len(self.steps) + 1}"
+        step.id = step.id or f"s{len(self.steps)}"
         if thread is not None and thread in self.threads:
             opener = self.threads[thread]
             step.parent_id = self.last_in_thread.get(thread, opener.id if opener else None)
             step.lane = f"thread:{thread}"
             self.last_in_thread[thread] = step.id
-        self.steps.append(step)
         if self.request_open and self.request_first is None:
             self.request_first = step
         if self.pending_usage is not None:
@@ -167,11 +169,12 @@ class _State:
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a Managed Agents events file."""
     skips = Skips()
-    state = _State(source, limits, skips)
+    state = _State(source, limits, skips, Run(id=_run_id({}, source), format=name))
     head = stream_head(stream).lstrip(BOM + b" \t\r\n")
     if looks_like_jsonl(head):
         reader = JsonlReader(stream, source=source, limits=limits, skips=skips)
         for line, record in reader:
+            state.line = line
             try:
                 _record(state, record, line)
             except TooManySteps:
@@ -194,9 +197,14 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         if not count:
             raise TraceError("no events", source=source)
     _finish(state)
-    run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
-    yield finish_run(skips.apply(run), source=source, limits=limits)
+    run = state.run
+    run.id, run.metadata = _run_id(state.meta, source), state.meta
+    run.name = run.id
+    yield finish_run(skips.apply(run))
+
+
+def _run_id(meta: dict[str, Any], source: str) -> str:
+    return str(meta.get("session_id") or os.path.basename(source) or "run")
 
 
 def _record(state: _State, record: Any, line: int | None) -> None:
@@ -207,6 +215,7 @@ def _record(state: _State, record: Any, line: int | None) -> None:
         if len(record) != 2 or not isinstance(record[0], str):
             raise error("expected a [method, payload] pair")
         _call_record(state, record[0], record[1], error)
+        state.run.id = _run_id(state.meta, state.source)
         return
     if not isinstance(record, dict):
         raise error(f"expected an event object, got {type(record).__name__}")

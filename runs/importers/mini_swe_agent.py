@@ -59,7 +59,7 @@ from . import text_errors
 from .content import content_text, fnumber, number, parse_json_text, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, iter_members
 
 name = "mini-swe-agent"
@@ -133,15 +133,18 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                 skips.add(TraceError(exc.reason, source=source, field=f"messages[{index}]"))
         else:
             small[key] = value
+            if key == "instance_id" and small[key]:
+                builder.run.id = str(small[key])
     if not seen_messages:
         raise TraceError(
             "not a mini-swe-agent trajectory: no `messages` array", source=source, field="messages"
         )
     info = small.get("info") if isinstance(small.get("info"), dict) else {}
     run_id = str(small.get("instance_id") or os.path.basename(source) or "run")
-    run = Run(id=run_id, format=name, metadata=_metadata(small, info, builder.exit_status))
-    run.steps = builder.steps
-    yield skips.apply(finish_run(run, source=source, limits=limits))
+    run = builder.run
+    run.id, run.metadata = run_id, _metadata(small, info, builder.exit_status)
+    run.name = run.id
+    yield skips.apply(finish_run(run))
 
 
 class _Builder:
@@ -149,7 +152,7 @@ class _Builder:
 
     def __init__(self, limits: Limits, skips: Skips, source: str) -> None:
         self.limits, self.skips, self.source = limits, skips, source
-        self.steps: list[Step] = []
+        self.run = Run(id=os.path.basename(source) or "run", format=name)
         self.pending: list[Step] = []  # calls of the last assistant turn still waiting
         self.seen_task = False
         self.last_blocks: int | None = None  # bash blocks of the last reply that ran nothing
@@ -158,10 +161,6 @@ class _Builder:
     def add(self, message: Any, index: int) -> None:
         if not isinstance(message, dict):
             raise TraceError(f"a message must be an object, not {type(message).__name__}")
-        if len(self.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
         role = message.get("role")
         kind = message.get("type")
         extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
@@ -171,7 +170,7 @@ class _Builder:
             self._tool_result(message.get("call_id"), message.get("output"), extra)
         elif role == "system":
             if index > 0:
-                self.steps.append(text_step("system", _text(message), limits=self.limits))
+                self._add(text_step("system", _text(message), limits=self.limits))
         elif role == "assistant":
             self._assistant(message, index, extra)
         elif role == "tool":
@@ -185,18 +184,25 @@ class _Builder:
         else:
             raise TraceError(f"unknown role {role!r}; skipped")
 
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
+
+    def _add(self, step: Step) -> Step:
+        return add_step(self.run, step, limits=self.limits, source=self.source)
+
     def _user(self, text: str, extra: dict[str, Any]) -> None:
         if extra.get("interrupt_type") == "FormatError":
             self._format_error(text, extra)
         elif not self.seen_task:
             self.seen_task = True
-            self.steps.append(text_step("user", text, limits=self.limits))
+            self._add(text_step("user", text, limits=self.limits))
         elif self.pending:
             self._answer(self.pending, text, extra)
         elif FORMAT_ERROR.search(text):
             self._format_error(text, extra)
         else:
-            self.steps.append(text_step("user", text, limits=self.limits))
+            self._add(text_step("user", text, limits=self.limits))
 
     def _assistant(self, message: dict[str, Any], index: int, extra: dict[str, Any]) -> None:
         batch = f"msg-{index}"
@@ -220,14 +226,15 @@ class _Builder:
         first.tokens_out = number(usage.get("completion_tokens", usage.get("output_tokens")))
         first.cost = fnumber(usage.get("cost", extra.get("cost")))
         first.started_at = parse_time(response.get("created", response.get("created_at")))
-        self.steps.extend(steps)
+        for step in steps:
+            self._add(step)
         self.pending = calls
 
     def _tool_result(self, call_id: Any, content: Any, extra: dict[str, Any]) -> None:
         call = self._waiting(None if call_id is None else str(call_id))
         if call is None:
             call = tool_step(tool="(unknown)", args={}, limits=self.limits)
-            self.steps.append(call)
+            self._add(call)
             self.skips.note(
                 f"{self.source}: result for call {call_id!r} matches no waiting call; "
                 "kept as a step of its own"
@@ -272,7 +279,7 @@ class _Builder:
             step.batch_id = self.steps[-1].batch_id
         set_result(step, text, error=True, limits=self.limits)
         step.status = "invalid"
-        self.steps.append(step)
+        self._add(step)
         self.last_blocks = None
 
 

@@ -21,8 +21,8 @@ from detection.model import Run, Step
 
 from .content import parse_time
 from .detect import Claim, Sample, share
-from .errors import TooManySteps, TraceError, too_many_held
-from .kit import finish_run
+from .errors import TraceError, too_many_held
+from .kit import add_step, finish_run
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "native"
@@ -149,15 +149,11 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         run = runs.get(run_id)
         if run is None:
             run = runs[run_id] = Run(id=run_id, format=name)
-        if len(run.steps) >= limits.max_steps:
-            raise TooManySteps(
-                f"run {run_id!r} has more than {limits.max_steps} steps", source=source, line=number
-            )
+        add_step(run, step, limits=limits, source=source, line=number)
         held += 1
         if held > limits.max_held_steps:
             raise too_many_held(limits.max_held_steps, source=source, line=number)
-        run.steps.append(step)
     reader.check_not_empty()
     for run in runs.values():
         run.steps.sort(key=lambda step: step.seq)  # stable: ties keep line order
-        yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+        yield finish_run(reader.skips.apply(run))

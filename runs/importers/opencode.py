@@ -36,7 +36,7 @@ from . import text_errors
 from .content import fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, first_byte, iter_members
 
 name = "opencode"
@@ -79,14 +79,15 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             index, message = value
             try:
                 _message(run, message, limits)
-            except TooManySteps:
+            except TooManySteps as exc:
+                exc.source = source
                 raise
             except TraceError as exc:
                 field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
                 skips.add(TraceError(exc.reason, source=source, field=field))
     if not found and not run.metadata:
         raise TraceError("not an OpenCode export: no `info` and no `messages`", source=source)
-    yield finish_run(skips.apply(run), source=source, limits=limits)
+    yield finish_run(skips.apply(run))
 
 
 def _top_level(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[tuple[str, Any]]:
@@ -114,10 +115,7 @@ def _describe(run: Run, info: dict) -> None:
 
 
 def _add(run: Run, step: Step, limits: Limits) -> Step:
-    if len(run.steps) >= limits.max_steps:
-        raise TooManySteps(f"run {run.id!r} has more than {limits.max_steps} steps")
-    run.steps.append(step)
-    return step
+    return add_step(run, step, limits=limits, source="")  # parse names the file
 
 
 def _message(run: Run, message: Any, limits: Limits) -> None:

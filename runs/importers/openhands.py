@@ -57,7 +57,7 @@ from . import text_errors
 from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, first_byte, iter_document, iter_members
 
 name = "openhands"
@@ -148,14 +148,14 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     if not hasattr(stream, "peek"):
         stream = io.BufferedReader(stream)  # type: ignore[arg-type]
     if first_byte(stream) == b"[":
-        builder = _Builder(limits, source)
+        builder = _Builder(limits, source, os.path.basename(source) or "run")
         for index, event in enumerate(iter_document(stream, "item", source=source, limits=limits)):
             builder.add(event, index)
         if not builder.events:
             raise TraceError(
                 "no OpenHands event (`action` or `observation`) in the array", source=source
             )
-        yield _run(os.path.basename(source) or "run", builder, {}, limits, source)
+        yield _run(builder.run.id, builder, {}, limits, source)
         return
     yield from _eval_runs(stream, source=source, limits=limits)
 
@@ -185,7 +185,7 @@ def _eval_runs(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Ru
 
 
 def _eval_run(raw: bytes, line: int, base: str, limits: Limits, source: str) -> Run:
-    builder = _Builder(limits, source)
+    builder = _Builder(limits, source, f"{base}:{line}", line)
     row: dict[str, Any] = {}
     seen = False
     members = iter_members(
@@ -201,6 +201,8 @@ def _eval_run(raw: bytes, line: int, base: str, limits: Limits, source: str) -> 
             builder.add(value, index)
         elif key != "history":
             row[key] = value
+            if key == "instance_id" and value:
+                builder.run.id = str(value)
     if not seen and not isinstance(row.get("history"), list):
         raise TraceError("no `history` array", field="history")
     run_id = str(row.get("instance_id") or f"{base}:{line}")
@@ -240,8 +242,10 @@ def _run(run_id: str, builder: _Builder, row: dict[str, Any], limits: Limits, so
     meta = _metadata(row)
     if builder.skipped:
         meta["skipped_events"] = dict(builder.skipped)
-    run = Run(id=run_id, format=name, steps=builder.steps, metadata=meta)
-    return finish_run(run, source=source, limits=limits)
+    run = builder.run
+    run.id = run.name = run_id
+    run.metadata = meta
+    return finish_run(run)
 
 
 def _flatten(history: list[Any]) -> list[Any]:
@@ -262,9 +266,9 @@ class _Builder:
     the run ends: that is the run itself.
     """
 
-    def __init__(self, limits: Limits, source: str) -> None:
-        self.limits, self.source = limits, source
-        self.steps: list[Step] = []
+    def __init__(self, limits: Limits, source: str, run_id: str, line: int | None = None) -> None:
+        self.limits, self.source, self.line = limits, source, line
+        self.run = Run(id=run_id, format=name)
         self.skipped: Counter = Counter()
         self.responses: set[str] = set()
         self.actions: dict[Any, Step | None] = {}
@@ -273,10 +277,6 @@ class _Builder:
 
     def add(self, item: Any, index: int) -> None:
         """Add one history item: an event, or an `[action, observation]` pair."""
-        if len(self.steps) > self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
         for event in item if isinstance(item, list) else [item]:
             if not isinstance(event, dict):
                 self.skipped["(not an object)"] += 1
@@ -301,12 +301,15 @@ class _Builder:
             else:
                 self.skipped["(neither action nor observation)"] += 1
 
+    def _add(self, step: Step) -> Step:
+        return add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
+
     def action(self, event: dict[str, Any], args: dict[str, Any]) -> Step | None:
         kind = str(event.get("action"))
         when = parse_time(event.get("timestamp"))
         if kind in MESSAGE_ACTIONS:
             role = "system" if kind == "system" else _role(event.get("source"))
-            self.steps.append(
+            self._add(
                 text_step(
                     role,
                     content_text(args.get("content")),
@@ -336,7 +339,7 @@ class _Builder:
             first = text_step(
                 "assistant", thought, limits=self.limits, batch_id=batch, started_at=when
             )
-            self.steps.append(first)
+            self._add(first)
         step = tool_step(
             tool=kind,
             args=call_args,
@@ -345,7 +348,7 @@ class _Builder:
             batch_id=batch,
             started_at=when,
         )
-        self.steps.append(step)
+        self._add(step)
         self.usage(first or step, batch, response)
         return step
 
@@ -364,9 +367,7 @@ class _Builder:
         when = parse_time(event.get("timestamp"))
         if kind == "recall":
             text = content_text(event.get("content")) or "recall"
-            self.steps.append(
-                text_step("system", text, limits=self.limits, id=_id(event), started_at=when)
-            )
+            self._add(text_step("system", text, limits=self.limits, id=_id(event), started_at=when))
             return
         if kind in SKIPPED_OBSERVATIONS or (known and call is None):
             self.skipped[f"observation:{kind}"] += 1
@@ -384,7 +385,7 @@ class _Builder:
                 id=_id(event),
                 started_at=when,
             )
-            self.steps.append(call)
+            self._add(call)
         content = event.get("content")
         set_result(
             call, content, error=_is_error(kind, content, extras), limits=self.limits, ended_at=when

@@ -53,7 +53,7 @@ from . import text_errors
 from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import TooManySteps, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import JsonlReader, Limits
 
 name = "pi"
@@ -138,7 +138,7 @@ class _State:
     source: str
     limits: Limits
     skips: Any
-    steps: list[Step] = field(default_factory=list)
+    run: Run
     anchors: dict[str, str | None] = field(default_factory=dict)  # entry id -> its last step
     children: Counter = field(default_factory=Counter)  # step id -> steps that name it parent
     calls: dict[str, Step] = field(default_factory=dict)  # toolCallId -> its step
@@ -150,26 +150,28 @@ class _State:
     skipped: Counter = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "pi"})
     run_name: str = ""
+    line: int | None = None  # the line being read
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.run.steps
 
     def add(self, step: Step, parent: str | None) -> str:
-        if len(self.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run has more than {self.limits.max_steps} steps", source=self.source
-            )
+        add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
         self.counter += 1
         step.id = step.id or f"s{self.counter}"
         step.parent_id = parent
         if parent is not None:
             self.children[parent] += 1
-        self.steps.append(step)
         return step.id
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a pi session file."""
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    state = _State(source, limits, reader.skips)
+    state = _State(source, limits, reader.skips, Run(id=_run_id({}, source), format=name))
     for line, record in reader:
+        state.line = line
         try:
             _entry(state, record, line)
         except TooManySteps:
@@ -181,10 +183,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     _linear_if_no_fork(state)
     if state.skipped:
         state.meta["skipped_records"] = dict(state.skipped)
-    run_id = str(state.meta.get("session_id") or os.path.basename(source) or "run")
-    run = Run(id=run_id, format=name, steps=state.steps, metadata=state.meta)
-    run.name = state.run_name or run_id
-    yield finish_run(reader.skips.apply(run), source=source, limits=limits)
+    run = state.run
+    run.id, run.metadata = _run_id(state.meta, source), state.meta
+    run.name = state.run_name or run.id
+    yield finish_run(reader.skips.apply(run))
 
 
 def _entry(state: _State, record: dict[str, Any], line: int) -> None:
@@ -226,6 +228,10 @@ def _entry(state: _State, record: dict[str, Any], line: int) -> None:
     state.anchors[entry_id] = last
 
 
+def _run_id(meta: dict[str, Any], source: str) -> str:
+    return str(meta.get("session_id") or os.path.basename(source) or "run")
+
+
 def _header(state: _State, record: dict[str, Any]) -> None:
     meta = state.meta
     for key, target in (
@@ -243,6 +249,7 @@ def _header(state: _State, record: dict[str, Any]) -> None:
         _model(meta, record["modelId"])
     if "version" not in record:
         meta.setdefault("session_version", 1)
+    state.run.id = _run_id(meta, state.source)
 
 
 def _model(meta: dict[str, Any], model: Any) -> None:

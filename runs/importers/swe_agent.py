@@ -45,7 +45,7 @@ from . import text_errors
 from .content import content_text, fnumber, parse_json_text
 from .detect import Claim, Sample, share
 from .errors import Skips, TraceError
-from .kit import finish_run, set_result, text_step, tool_step
+from .kit import add_step, finish_run, set_result, text_step, tool_step
 from .reading import Limits, clip_json, iter_members
 
 name = "swe-agent"
@@ -91,7 +91,8 @@ def claim(sample: Sample) -> Claim:
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a .traj file, read incrementally (see the module docstring)."""
     skips = Skips()
-    steps: list[tuple[str, list[Step]]] = []  # per trajectory entry: its action, its steps
+    run = Run(id=os.path.basename(source) or "run", format=name)
+    entries: list[tuple[str, int]] = []  # per trajectory entry: its action, its call's index
     assistants: list[tuple[str, dict[str, Any]]] = []  # non-demo: action, the message's call
     small: dict[str, Any] = {}
     task: str | None = None
@@ -119,7 +120,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                 )
                 continue
             action = str(value.get("action") or "").strip()
-            steps.append((action, _steps_for(value, index, action, limits)))
+            for step in _steps_for(value, index, action, limits):
+                add_step(run, step, limits=limits, source=source)
+            entries.append((action, len(run.steps) - 1))
         elif key == "history":
             if index is None or not isinstance(value, dict) or value.get("is_demo"):
                 continue
@@ -136,21 +139,19 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             "not a SWE-agent trajectory: no `trajectory` array", source=source, field="trajectory"
         )
     info = small.get("info") if isinstance(small.get("info"), dict) else {}
-    run = Run(
-        id=os.path.basename(source) or "run", format=name, metadata=_metadata(small, info, task)
-    )
-    if task:
-        run.steps.append(text_step("user", task, limits=limits))
+    run.metadata = _metadata(small, info, task)
     positions: dict[str, list[int]] = {}  # action -> its assistant messages, in order
     for position, (said, _) in enumerate(assistants):
         positions.setdefault(said, []).append(position)
     calls = [call for _, call in assistants]
     cursor = 0
-    for action, entry_steps in steps:
+    for action, last in entries:
         call, cursor = _match_call(positions, calls, cursor, action)
-        _apply_call(entry_steps[-1], call, limits)
-        run.steps.extend(entry_steps)
-    yield skips.apply(finish_run(run, source=source, limits=limits))
+        _apply_call(run.steps[last], call, limits)
+    if task:  # read after the trajectory, the task goes first
+        add_step(run, text_step("user", task, limits=limits), limits=limits, source=source)
+        run.steps.insert(0, run.steps.pop())
+    yield skips.apply(finish_run(run))
 
 
 def _steps_for(entry: dict[str, Any], index: int, action: str, limits: Limits) -> list[Step]:

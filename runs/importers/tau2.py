@@ -90,7 +90,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             skips.add(error)
             run = Run(id=f"{base}#{index}", format=name)
         count += 1
-        yield finish_run(skips.apply(run), source=source, limits=limits)
+        yield finish_run(skips.apply(run))
     if not count:
         raise TraceError("no simulations in this file", source=source, field="simulations")
 

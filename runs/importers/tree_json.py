@@ -42,7 +42,7 @@ from detection.model import Run, Step
 from .content import parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
-from .kit import finish_run, with_skips
+from .kit import add_step, finish_run, with_skips
 from .reading import (
     DepthGuard,
     JsonlReader,
@@ -242,12 +242,9 @@ def run_from_root(root: Any, *, run_id: str, source: str, limits: Limits) -> Run
             run.warnings.append(f"{source}: node {path} is not an object; skipped")
             run.skipped += 1
             continue
-        if len(run.steps) >= limits.max_steps:
-            raise TooManySteps(
-                f"run {run.id!r} has more than {limits.max_steps} steps", source=source
-            )
         step_id = _unique_id(node.get("id"), path, used)
-        run.steps.append(node_step(node, id=step_id, parent_id=parent_id, limits=limits))
+        step = node_step(node, id=step_id, parent_id=parent_id, limits=limits)
+        add_step(run, step, limits=limits, source=source)
         children = node.get("children") or []
         if not isinstance(children, list):
             children = [children]
@@ -293,7 +290,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             try:
                 if not isinstance(root, Run):  # a single root is already read as it streamed
                     root = run_from_root(root, run_id=run_id, source=source, limits=limits)
-                yield finish_run(root, source=source, limits=limits)
+                yield finish_run(root)
             except TooManySteps:
                 raise
             except TraceError as exc:
@@ -380,10 +377,8 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
     stack: list[_Open] = []
 
     def open_node(path: str, parent: int | None) -> None:
-        if len(nodes) >= limits.max_steps:
-            raise TooManySteps(
-                f"run {run.id!r} has more than {limits.max_steps} steps", source=source
-            )
+        # the node's place; its step takes it when the node ends
+        add_step(run, Step(seq=0, kind="system"), limits=limits, source=source)
         nodes.append([None, None, path, parent])
         stack.append(_Open(len(nodes) - 1, path))
 
@@ -413,6 +408,7 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
             if not node.wrapper:
                 step = node_step(node.fields, id="", parent_id=None, limits=limits)
                 nodes[node.pos][0], nodes[node.pos][1] = step, node.fields.get("id")
+                run.steps[node.pos] = step
                 if node.pos == 0:
                     own = _first(node.fields, ("parent_id", "parent"))
                     nodes[0][3] = own
@@ -433,6 +429,7 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
         ):  # fmt: skip
             node.wrapper = True  # {"root": node}: the node is inside, the rest is skipped
             nodes.clear()
+            run.steps.clear()
             open_node("0", None)
         elif key in NODE_FIELDS:
             node.fields[key] = build_value(event, value, events, None)
@@ -449,6 +446,5 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
             step.parent_id = ids[parent]
         else:
             step.parent_id = None if parent is None else str(parent)
-        run.steps.append(step)
     _order(run)
     return run

@@ -9,7 +9,6 @@ from pathlib import Path
 from detection.model import Run, Step
 from runs.importers import iter_runs
 from runs.importers.kit import finish_run
-from runs.importers.reading import Limits
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 
@@ -20,8 +19,7 @@ def call(id, *, tool="Read", args=None, result=None, status="ok", batch=None, pa
 
 
 def finished(*steps: Step, call_ids=None) -> Run:
-    return finish_run(Run(id="r", format="test", steps=list(steps)), source="t", limits=Limits(),
-                      call_ids=call_ids)  # fmt: skip
+    return finish_run(Run(id="r", format="test", steps=list(steps)), call_ids=call_ids)  # fmt: skip
 
 
 def test_a_chat_export_with_every_call_written_twice_imports_one_step_per_call():

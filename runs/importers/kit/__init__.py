@@ -1,7 +1,8 @@
 """The importer kit: the one set of building blocks every importer builds its runs with.
 
-- `steps`: build a step (`tool_step`, `text_step`, `set_result`) and finish a run
-  (`finish_run`: one call is one step, unique ids, steps numbered 0..);
+- `steps`: build a step (`tool_step`, `text_step`, `set_result`), add it to its run
+  (`add_step`; `check_step_limit`, behind it, is the one check of the step limit) and
+  finish a run (`finish_run`: one call is one step, unique ids, steps numbered 0..);
 - `merge`: the rule by which the copies a source writes of one call become one step;
 - `conversation`: a run built message by message (`Conversation`: results paired with their
   calls, inlined sub-agents as branches) and files of conversations (`read_conversations`),
@@ -19,10 +20,20 @@ from .conversation import (
     with_skips,
 )
 from .merge import make_ids_unique, merge_copies
-from .steps import finish_run, set_result, text_step, tool_step
+from .steps import (
+    add_step,
+    check_step_limit,
+    finish_run,
+    set_result,
+    text_step,
+    too_many_steps,
+    tool_step,
+)
 
 __all__ = [
     "Conversation",
+    "add_step",
+    "check_step_limit",
     "conversations_parser",
     "finish_run",
     "make_ids_unique",
@@ -32,6 +43,7 @@ __all__ = [
     "set_result",
     "starts_subagent",
     "text_step",
+    "too_many_steps",
     "tool_step",
     "with_skips",
 ]

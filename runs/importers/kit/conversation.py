@@ -55,7 +55,7 @@ from ..reading import (
     stream_head,
 )
 from .merge import UNKNOWN_TOOL
-from .steps import finish_run, set_result, text_step, tool_step
+from .steps import add_step, finish_run, set_result, text_step, tool_step
 
 # The message-list formats' own text rule (tau-bench, Responses): a result that *starts* with
 # `Error:` (any case, leading blanks ignored). The common table's "error line" rule wants
@@ -138,18 +138,12 @@ class Conversation:
                 self.parent = None
 
     def _add(self, step: Step) -> Step:
-        if len(self.run.steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"run {self.run.id!r} has more than {self.limits.max_steps} steps",
-                source=self.source,
-            )
         if step.parent_id is None:
             step.parent_id = self.parent
         if self.parent is not None and step.lane is None:
             step.lane = f"agent:{self.parent}"  # an inlined sub-agent: another actor
         step.seq = len(self.run.steps)
-        self.run.steps.append(step)
-        return step
+        return add_step(self.run, step, limits=self.limits, source=self.source)
 
     # -- branches
 
@@ -343,8 +337,9 @@ def read_conversations(
                 )
                 if not run.steps:
                     raise TraceError("no valid message in this conversation")
-                yield finish_run(run, source=source, limits=limits)
-            except TooManySteps:
+                yield finish_run(run)
+            except TooManySteps as exc:
+                exc.line = where[2] if exc.line is None else exc.line
                 raise
             except TraceError as exc:
                 skips.add(
@@ -356,7 +351,7 @@ def read_conversations(
                     )
                 )
         if loose:
-            yield finish_run(loose[0].run, source=source, limits=limits)
+            yield finish_run(loose[0].run)
 
     yield from with_skips(runs(), skips, source=source, single_id=(f"{base}:1", base))
 

@@ -1,5 +1,11 @@
 """The importer kit's steps: build one, add it to its run, finish the run.
 
+`add_step` is the one way a step joins its run, and `check_step_limit` (behind it) the one
+place the step limit (`Limits.max_steps`, steps per run) is enforced: the step that would
+take a run past it fails the whole file with `too_many_steps`' message, while the file is
+read, so an importer never holds more than that many steps of one run. Steps count as they are read: the copies
+of one call count until `finish_run` merges them.
+
 Every value goes through `clip_json`, as in the message-list formats: long strings are cut
 and values nested deeper than max_depth are replaced, both with a marker. Unknown stays
 unknown: arguments or a result the trace does not carry stay None.
@@ -44,17 +50,41 @@ def set_result(
         step.ended_at = ended_at
 
 
-def finish_run(
-    run: Run, *, source: str, limits: Limits, call_ids: Mapping[int, str] | None = None
-) -> Run:
+def too_many_steps(
+    run_id: str, limits: Limits, *, source: str, line: int | None = None
+) -> TooManySteps:
+    """The error for a run that passes the step limit, with where it did."""
+    return TooManySteps(
+        f"run {run_id!r} has more than {limits.max_steps} steps (the limit of steps per run)",
+        source=source,
+        line=line,
+    )
+
+
+def check_step_limit(
+    count: int, run_id: str, *, limits: Limits, source: str, line: int | None = None
+) -> None:
+    """Fail (`too_many_steps`) when `count`, the steps a run would hold with the ones being
+    added, is over the limit: the check behind `add_step`, for a format that holds a run's
+    steps before they are a `Run`'s."""
+    if count > limits.max_steps:
+        raise too_many_steps(run_id, limits, source=source, line=line)
+
+
+def add_step(run: Run, step: Step, *, limits: Limits, source: str, line: int | None = None) -> Step:
+    """Append `step` to `run` and return it; fail (`too_many_steps`) when the run already
+    holds Limits.max_steps steps. `line` is where the step was read, when the format knows."""
+    check_step_limit(len(run.steps) + 1, run.id, limits=limits, source=source, line=line)
+    run.steps.append(step)
+    return step
+
+
+def finish_run(run: Run, *, call_ids: Mapping[int, str] | None = None) -> Run:
     """The last step of every importer: merge the copies of each call into one step
     (merge.py; `call_ids` names the call id of a tool step whose step id is not it, keyed by
-    `id(step)`), make step ids unique within the run, enforce the step limit and number the
-    steps 0.. in order."""
+    `id(step)`), make step ids unique within the run and number the steps 0.. in order."""
     merge_copies(run, call_ids)
     make_ids_unique(run)
-    if len(run.steps) > limits.max_steps:
-        raise TooManySteps(f"run {run.id!r} has more than {limits.max_steps} steps", source=source)
     for seq, step in enumerate(run.steps):
         step.seq = seq
     return run

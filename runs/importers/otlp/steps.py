@@ -56,8 +56,8 @@ from detection.model import Run, Step
 
 from ..content import parse_json_text
 from ..detect import Claim, Sample, share
-from ..errors import Skips, TooManySteps, TraceError, too_many_held
-from ..kit import finish_run
+from ..errors import Skips, TraceError, too_many_held
+from ..kit import add_step, check_step_limit, finish_run
 from ..lanes import assign_lanes
 from ..reading import (
     DEFAULT_LIMITS,
@@ -384,11 +384,8 @@ class Collector:
             if len(notes) < 100:
                 notes.append(f"{self.source}: span {span.span_id} appears twice; kept the first")
             return
-        if len(steps) >= self.limits.max_steps:
-            raise TooManySteps(
-                f"trace {span.trace_id} has more than {self.limits.max_steps} spans",
-                source=self.source,
-            )
+        key = self.run_key(span.trace_id)
+        check_step_limit(len(steps) + 1, key, limits=self.limits, source=self.source)
         self._hold()
         seen.add(span.span_id)
         if span.session and span.trace_id not in self.trace_session:
@@ -467,12 +464,9 @@ class Collector:
             if dialects:
                 known = run.metadata.setdefault("dialects", [])
                 known += sorted(d for d in dialects if d not in known)
-            run.steps.extend(steps)
+            for step in steps:
+                add_step(run, step, limits=self.limits, source=self.source)
             run.warnings.extend(self.warnings.get(trace_id, []))
-            if len(run.steps) > self.limits.max_steps:
-                raise TooManySteps(
-                    f"run {key!r} has more than {self.limits.max_steps} steps", source=self.source
-                )
         for run in runs.values():
             if not run.steps:
                 continue
@@ -480,11 +474,7 @@ class Collector:
             self._open_subagent_lanes(run)
             assign_lanes(run)
             run.name = _run_name(run)
-        return [
-            finish_run(run, source=self.source, limits=self.limits, call_ids=self.call_ids)
-            for run in runs.values()
-            if run.steps
-        ]
+        return [finish_run(run, call_ids=self.call_ids) for run in runs.values() if run.steps]
 
     def _open_subagent_lanes(self, run: Run) -> None:
         """Give each agent span nested in another agent's a lane of its own: a sub-agent.
