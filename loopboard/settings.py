@@ -14,6 +14,7 @@ import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
+from kombu import Queue
 
 from loopboard import embedded
 from runs import task_names
@@ -204,6 +205,43 @@ LOOPBOARD_LIVE_CACHE_RUNS = env_int("LOOPBOARD_LIVE_CACHE_RUNS", 512)
 # A live run whose loop fires joins its loop issues this many seconds later, in the worker
 # (at most once per interval, so the append path never waits for the grouping).
 LOOPBOARD_LIVE_ISSUES_SECONDS = env_int("LOOPBOARD_LIVE_ISSUES_SECONDS", 5)
+# Three queues, each with its own worker pool (`loopboard serve`, docker-compose.yml), so no
+# kind of work waits behind another: new uploads and what a person waits for (interactive),
+# long work over many runs (bulk), and messages to the outside world (delivery). Every task is
+# routed here, by its name, and nowhere else. The interactive pool also drains `celery`, the
+# queue every task used before there were three, so messages still waiting there are done.
+INTERACTIVE_QUEUE, BULK_QUEUE, DELIVERY_QUEUE = "interactive", "bulk", "delivery"
+LEGACY_QUEUE = "celery"
+LOOPBOARD_QUEUES = (INTERACTIVE_QUEUE, BULK_QUEUE, DELIVERY_QUEUE)
+TASK_QUEUES = {
+    task_names.INGEST_TRACE: INTERACTIVE_QUEUE,
+    task_names.ANALYZE_RUN: INTERACTIVE_QUEUE,
+    task_names.ANALYZE_RUNS: INTERACTIVE_QUEUE,
+    task_names.ASSEMBLE_OTLP: INTERACTIVE_QUEUE,
+    task_names.GROUP_LIVE_ISSUES: INTERACTIVE_QUEUE,
+    task_names.SEND_ALERTS: INTERACTIVE_QUEUE,
+    task_names.EVALUATE_ALERT_RULES: INTERACTIVE_QUEUE,
+    task_names.EVALUATE_RATE_RULE: INTERACTIVE_QUEUE,
+    task_names.RECOVER: INTERACTIVE_QUEUE,
+    task_names.REANALYZE_RUNS: BULK_QUEUE,
+    task_names.RUN_BACKTEST: BULK_QUEUE,
+    task_names.NIGHTLY_BACKTESTS: BULK_QUEUE,
+    task_names.COMPACT_METRICS: BULK_QUEUE,
+    task_names.APPLY_RETENTION: BULK_QUEUE,
+    task_names.COMPUTE_COMPARE: BULK_QUEUE,
+    task_names.DELIVER: DELIVERY_QUEUE,
+    task_names.SEND_TEST_DELIVERY: DELIVERY_QUEUE,
+    task_names.SEND_DIGESTS: DELIVERY_QUEUE,
+}
+CELERY_TASK_ROUTES = {name: {"queue": queue} for name, queue in TASK_QUEUES.items()}
+CELERY_TASK_DEFAULT_QUEUE = INTERACTIVE_QUEUE
+# A worker started without --queues consumes them all (and the old one).
+CELERY_TASK_QUEUES = [Queue(name) for name in (*LOOPBOARD_QUEUES, LEGACY_QUEUE)]
+# Back-tests of one project that run at once; the others wait, queued, in line.
+LOOPBOARD_BACKTESTS_PER_PROJECT = max(1, env_int("LOOPBOARD_BACKTESTS_PER_PROJECT", 2))
+# Deliveries to one receiver (a webhook's host and port) in flight at once: a slow receiver
+# holds no more of the delivery pool than this; its other deliveries wait their turn.
+LOOPBOARD_DELIVERIES_PER_RECEIVER = env_int("LOOPBOARD_DELIVERIES_PER_RECEIVER", 1)
 # An import keeps at most this many steps in memory across a file's unfinished runs (about
 # 0.5 KB each); a file that needs more fails early with a message.
 LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)

@@ -3,11 +3,14 @@
 `runs/tasks.py` registers each task under its name here, `services/queue.py` sends tasks by
 these names (so no service imports the tasks, which import the services), and the beat
 schedule in the settings names its tasks from here too. A name is what a queued message
-carries: renaming one strands the messages already waiting in the broker.
+carries: renaming one strands the messages already waiting in the broker. Which queue each
+name goes to is decided in one place, the settings' TASK_QUEUES.
 """
 
 INGEST_TRACE = "runs.tasks.ingest_trace"
 ANALYZE_RUN = "runs.tasks.analyze_run"
+ANALYZE_RUNS = "runs.tasks.analyze_runs"  # a batch of new runs
+REANALYZE_RUNS = "runs.tasks.reanalyze_runs"  # a batch of runs again, after a policy change
 ASSEMBLE_OTLP = "runs.tasks.assemble_otlp"
 RUN_BACKTEST = "runs.tasks.run_backtest"
 NIGHTLY_BACKTESTS = "runs.tasks.nightly_backtests"

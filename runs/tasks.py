@@ -52,6 +52,20 @@ def analyze_run(run_id: int) -> None:
         analysis.analyze_run(run_id)
 
 
+# A batch is one transaction: a killed worker leaves all of it pending, and the redelivered
+# message (or recovery) analyzes it again. The rest of the ids go on as the next message.
+@app.task(name=names.ANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
+def analyze_runs(run_ids: list[int]) -> None:
+    """Analyze the next batch of these new runs, and queue the rest."""
+    analysis.analyze_batch(run_ids)
+
+
+@app.task(name=names.REANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
+def reanalyze_runs(run_ids: list[int]) -> None:
+    """Analyze the next batch of these runs again (a policy change), and queue the rest."""
+    analysis.analyze_batch(run_ids, again=True)
+
+
 @app.task(name=names.ASSEMBLE_OTLP, soft_time_limit=540, time_limit=600, **RETRY)
 def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
     """Assemble buffered OTLP spans into runs and analyze them."""

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 import detection
 
-from ..models import Finding, LedgerRow, Run, Trace, Verdict
+from ..models import Finding, LedgerRow, Run, Step, Trace, Verdict
 from . import issues, labels, queue, storage, summary
 from . import policy as policy_service
 
@@ -220,6 +220,71 @@ def finding_row(run: Run, finding: detection.Finding, index: int | None = None) 
         loop=finding.loop,
         lead=finding.loop < 0 or index is None or finding.loop == index,
     )
+
+
+# One analysis task takes at most this many runs, or this many steps (and at least one run):
+# a file of 20,000 runs is a chain of batches, and another upload waits for one batch at most.
+BATCH_RUNS = 500
+BATCH_STEPS = 50_000
+
+
+def analyze_batch(run_ids: list[int], *, again: bool = False) -> list[int]:
+    """Analyze the first runs of `run_ids` (a batch: BATCH_RUNS runs or BATCH_STEPS steps) in
+    one transaction that also queues the rest as the next batch; return the ids analyzed.
+
+    The batch's run rows are locked first and analyzed under the lock, so a killed worker
+    leaves its whole batch as it was (the redelivered message or the recovery sweep analyzes
+    it again) and never half of it. New runs (again=False) are analyzed only while pending,
+    skipping those another worker holds: a message delivered twice analyzes each run once.
+    A re-analysis (again=True, a policy change) waits for the locks and rewrites whatever it
+    finds. Runs deleted meanwhile, or whose steps retention took, are left out.
+    """
+    head, rest = _split_batch(run_ids)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update(skip_locked=not again, of=("self",))
+        locked = locked.select_related("project").filter(pk__in=head, steps_expired_at=None)
+        if not again:
+            locked = locked.filter(verdict=Verdict.PENDING)
+        runs = list(locked.order_by("pk"))
+        policies: dict[int, detection.Policy] = {}
+        for run in runs:
+            if run.project_id not in policies:
+                policies[run.project_id] = policy_service.engine_policy_or_default(run.project)[0]
+        steps = _steps_of([run.pk for run in runs])
+        for project_id, policy in policies.items():
+            mine = [r for r in runs if r.project_id == project_id]
+            write(prepare([(r, steps.get(r.pk, ())) for r in mine], policy))
+        if rest:
+            queue.queue_batch(rest, again=again)
+    return [run.pk for run in runs]
+
+
+def _split_batch(run_ids: list[int]) -> tuple[list[int], list[int]]:
+    """Split run ids into the next batch and the rest, by BATCH_RUNS and BATCH_STEPS."""
+    head = run_ids[:BATCH_RUNS]
+    counts = dict(Run.objects.filter(pk__in=head).values_list("pk", "step_count"))
+    total = 0
+    for index, run_id in enumerate(head):
+        total += counts.get(run_id, 0)
+        if total > BATCH_STEPS and index > 0:
+            return run_ids[:index], run_ids[index:]
+    return head, run_ids[len(head) :]
+
+
+def _steps_of(run_ids: list[int]) -> dict[int, list[detection.Step]]:
+    """Return the stored steps of these runs, each run's in order, read in one query."""
+    out: dict[int, list[detection.Step]] = {}
+    if not run_ids:
+        return out
+    rows = (
+        Step.objects.filter(run_id__in=run_ids)
+        .order_by("run_id", "seq")
+        .values_list("run_id", *storage.STEP_FIELDS)
+        .iterator(chunk_size=5000)
+    )
+    for run_id, *values in rows:
+        out.setdefault(run_id, []).append(storage.engine_step(*values))
+    return out
 
 
 def reanalyze(runs: QuerySet[Run], *, bulk: bool = False) -> int:

@@ -2,7 +2,8 @@
 
 Every other service calls these functions, so a task is never sent for rows that a rollback
 then takes back. Tasks are sent by their registered names (`runs/task_names.py`): no service
-imports `runs.tasks`, which imports the services.
+imports `runs.tasks`, which imports the services. The queue of each name (interactive, bulk,
+delivery) is the settings' TASK_QUEUES: nothing here picks one.
 """
 
 from __future__ import annotations
@@ -37,20 +38,21 @@ def queue_ingest(trace_ids: Iterable[int]) -> None:
         _send_on_commit(names.INGEST_TRACE, trace_id)
 
 
-BULK_QUEUE = "bulk"  # re-analysis of many runs: workers take it in turn with new uploads
-
-
 def queue_analysis(run_ids: Iterable[int], *, bulk: bool = False) -> None:
-    """Analyze these runs once the current transaction commits.
+    """Analyze these runs once the current transaction commits, in batches.
 
-    bulk=True (a policy change re-analyzing a project) sends them to their own queue, so
-    that new uploads do not wait behind thousands of re-analyses.
+    One message carries them all; each task analyzes a batch and sends the rest on as the
+    next message (`analysis.analyze_batch`), so the queue holds one message per upload and
+    another project's work waits for one batch, not for every run of a big file. bulk=True
+    (a policy change re-analyzing a project) is the re-analysis task, on the bulk queue.
     """
-    for run_id in run_ids:
-        if bulk:
-            _send_on_commit(names.ANALYZE_RUN, run_id, queue=BULK_QUEUE)
-        else:
-            _send_on_commit(names.ANALYZE_RUN, run_id)
+    if run_ids := list(run_ids):
+        queue_batch(run_ids, again=bulk)
+
+
+def queue_batch(run_ids: list[int], *, again: bool) -> None:
+    """Send the next batch of an analysis (the rest of its run ids) on commit."""
+    _send_on_commit(names.REANALYZE_RUNS if again else names.ANALYZE_RUNS, list(run_ids))
 
 
 def queue_assembly(
@@ -71,8 +73,8 @@ def queue_assembly(
 
 
 def queue_backtest(job_id: int) -> None:
-    """Run this back-test once the transaction commits, on the bulk queue (it is long)."""
-    _send_on_commit(names.RUN_BACKTEST, job_id, queue=BULK_QUEUE)
+    """Run this back-test once the transaction commits (on the bulk queue: it is long)."""
+    _send_on_commit(names.RUN_BACKTEST, job_id)
 
 
 def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
@@ -110,29 +112,35 @@ def queue_test_delivery(alert_id: int, channel_id: int) -> None:
 
 
 def depths() -> dict[str, int] | None:
-    """Return how many tasks wait in each queue, from the broker: the lengths of the Redis
-    lists, or the message files of the embedded filesystem transport; None for a broker that
-    cannot be asked so cheaply (RabbitMQ: read its own metrics) or cannot be reached.
+    """Return how many tasks wait in each queue (interactive, bulk, delivery), from the
+    broker: the lengths of the Redis lists, or the message files of the embedded filesystem
+    transport; None for a broker that cannot be asked so cheaply (RabbitMQ: read its own
+    metrics) or cannot be reached. What still waits in `celery`, the queue of earlier
+    versions, counts as interactive: that pool drains it.
     """
-    queues = (app.conf.task_default_queue, BULK_QUEUE)
+    queues = (*settings.LOOPBOARD_QUEUES, settings.LEGACY_QUEUE)
     url = settings.CELERY_BROKER_URL
     if urlsplit(url).scheme in ("redis", "rediss"):
         # kombu keeps each priority step above 0 of a queue in a list of its own.
         subs = ["", *(f"{kombu_redis.Channel.sep}{p}" for p in kombu_redis.PRIORITY_STEPS[1:])]
+        prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
         try:
             with _redis(url).pipeline(transaction=False) as pipe:
                 for name in queues:
                     for sub in subs:
-                        pipe.llen(name + sub)
+                        pipe.llen(prefix + name + sub)
                 lengths = iter(pipe.execute())
         except redis.RedisError:
             return None
-        return {name: sum(next(lengths) for _ in subs) for name in queues}
-    if url.startswith("filesystem:"):
+        found = {name: sum(next(lengths) for _ in subs) for name in queues}
+    elif url.startswith("filesystem:"):
         folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"]
         files = [entry.name.partition(".")[2] for entry in os.scandir(folder)]
-        return {name: files.count(f"{name}.msg") for name in queues}
-    return None
+        found = {name: files.count(f"{name}.msg") for name in queues}
+    else:
+        return None
+    found[settings.INTERACTIVE_QUEUE] += found.pop(settings.LEGACY_QUEUE)
+    return found
 
 
 @functools.cache

@@ -56,6 +56,14 @@ def test_the_banner_waits_for_the_server_and_a_killed_launcher_takes_its_childre
         assert answers(port)  # the banner came once the server answered
         children = psutil.Process(launcher.pid).children(recursive=True)
         assert len(children) >= 3  # gunicorn master and worker, celery
+        direct = psutil.Process(launcher.pid).children()
+        workers = [p.cmdline() for p in direct if "loopboard.celery" in p.cmdline()]
+        # one worker per queue, each under its own name; beat in exactly one
+        names = sorted(c[c.index("--hostname") + 1] for c in workers if "--hostname" in c)
+        assert names == ["bulk@%h", "delivery@%h", "interactive@%h"], workers
+        queues = sorted(c[c.index("--queues") + 1] for c in workers if "--queues" in c)
+        assert queues == ["bulk", "delivery", "interactive,celery"]
+        assert sum("--beat" in c for c in workers) == 1
         launcher.send_signal(signal.SIGKILL)
         launcher.wait()
         gone, alive = psutil.wait_procs(children, timeout=30)
@@ -90,8 +98,10 @@ def wait_for_banner(launcher: subprocess.Popen, log: Path, timeout: float = 120)
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_shuts_down_cleanly_without_killing_a_worker(tmp_path):
     """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the launcher
-    and every child it started. The web server and the worker stop gracefully, so the log
-    has no SIGKILL and no traceback."""
+    and every child it started. The web server and the workers stop gracefully, so the log
+    has no SIGKILL and no traceback, even with a browser's idle connections open (a
+    preconnect that never sends a request once held a sync web worker until gunicorn
+    SIGKILLed it: "Perhaps out of memory?")."""
     port = free_port()
     path = tmp_path / "serve.log"
     log = open(path, "w+b")  # noqa: SIM115 - read back below
@@ -103,8 +113,12 @@ def test_ctrl_c_shuts_down_cleanly_without_killing_a_worker(tmp_path):
     )  # fmt: skip
     try:
         wait_for_banner(launcher, path)
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        time.sleep(1)  # accepted by the web workers, and no request sent
         os.killpg(launcher.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         assert launcher.wait(timeout=60) == 0, path.read_text()
+        for sock in idle:
+            sock.close()
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)

@@ -85,10 +85,12 @@ def background_worker(monkeypatch):
 
         return delay
 
-    # queue.py sends each task through its apply_async (re-analyses with the bulk queue)
+    # queue.py sends each task through its apply_async (runs to analyze in batches)
     for task, func in (
         (tasks.ingest_trace, ingest.ingest_trace),
         (tasks.analyze_run, analysis.analyze_run),
+        (tasks.analyze_runs, analysis.analyze_batch),
+        (tasks.reanalyze_runs, lambda ids: analysis.analyze_batch(ids, again=True)),
     ):
         run = in_thread(func)
         monkeypatch.setattr(task, "apply_async", lambda args, kwargs=None, run=run, **_: run(*args))

@@ -239,11 +239,15 @@ def test_compaction_steps_aside_while_another_process_compacts(db, settings):
 def test_the_operator_scrape_shows_the_filesystem_queue_depth(client, settings, tmp_path):
     settings.CELERY_BROKER_URL = "filesystem://"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(tmp_path)}
-    for name in ("1_a.celery.msg", "2_b.celery.msg", "3_c.bulk.msg", "4_d.other.msg"):
+    names = ("1_a.interactive.msg", "2_b.celery.msg", "3_c.bulk.msg", "4_d.other.msg",
+             "5_e.delivery.msg", "6_f.delivery.msg")  # fmt: skip
+    for name in names:
         (tmp_path / name).write_bytes(b"{}")
     samples = scrape(client, TOKEN)
-    assert value(samples, "loopboard_queue_depth", queue="celery") == 2
+    # what still waits in the old `celery` queue counts as interactive: that pool drains it
+    assert value(samples, "loopboard_queue_depth", queue="interactive") == 2
     assert value(samples, "loopboard_queue_depth", queue="bulk") == 1
+    assert value(samples, "loopboard_queue_depth", queue="delivery") == 2
 
 
 def test_the_operator_scrape_shows_the_redis_queue_depth(client, settings):
@@ -251,15 +255,19 @@ def test_the_operator_scrape_shows_the_redis_queue_depth(client, settings):
     url = configured if configured.startswith("redis://") else "redis://127.0.0.1:6379/14"
     settings.CELERY_BROKER_URL = url
     broker = redis.Redis.from_url(url)
-    broker.delete("celery", "bulk", "celery\x06\x166")
+    lists = ("interactive", "celery", "bulk", "delivery", "interactive\x06\x166")
+    broker.delete(*lists)
     try:
-        broker.rpush("celery", b"task-1", b"task-2")
-        broker.rpush("celery\x06\x166", b"task-3")  # a priority-6 message
+        broker.rpush("interactive", b"task-1", b"task-2")
+        broker.rpush("interactive\x06\x166", b"task-3")  # a priority-6 message
+        broker.rpush("celery", b"task-4")  # left in the old queue
+        broker.rpush("delivery", b"task-5")
         samples = scrape(client, TOKEN)
-        assert value(samples, "loopboard_queue_depth", queue="celery") == 3
+        assert value(samples, "loopboard_queue_depth", queue="interactive") == 4
         assert value(samples, "loopboard_queue_depth", queue="bulk") == 0
+        assert value(samples, "loopboard_queue_depth", queue="delivery") == 1
     finally:
-        broker.delete("celery", "bulk", "celery\x06\x166")
+        broker.delete(*lists)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -53,7 +53,7 @@ def start_worker(log=subprocess.DEVNULL, **env: str) -> subprocess.Popen:
     """Start `celery worker` as its own process against the test database."""
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
-         "--queues", "celery,bulk", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--queues", "interactive,celery,bulk,delivery", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=worker_env(**env), stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
