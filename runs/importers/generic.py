@@ -93,13 +93,12 @@ from . import text_errors
 from .content import content_text, parse_json_text
 from .detect import Claim, Sample
 from .errors import Skips, TraceError
-from .kit import add_step, finish_run
+from .kit import add_step, finish_run, text_step, tool_step
 from .reading import (
     DepthGuard,
     JsonlReader,
     Limits,
     clip_json,
-    clip_strings,
     document_depth,
     first_byte,
     looks_like_jsonl,
@@ -502,7 +501,7 @@ class Builder:
             self.batches += 1
             self.batch_id = f"m{self.batches}"
         if text.strip():
-            self._add(Step(seq=0, kind=kind, text=clip_strings(text, self.limits.max_value_chars)))
+            self._add(text_step(kind, text, limits=self.limits))
 
     def _call(self, shape: CallShape, *, shadow: bool, parent_link: str | None) -> None:
         ids = shape.ids
@@ -534,12 +533,11 @@ class Builder:
             self.batches += 1
             self.batch_id = f"m{self.batches}"
         step = self._add(
-            Step(
-                seq=0,
-                kind="tool_call",
+            tool_step(
+                tool=shape.tool,
+                args=shape.args,
+                limits=self.limits,
                 id=ids[0] if ids else None,
-                tool=shape.tool[:200],
-                args=clip_json(shape.args, self.limits),
                 batch_id=self.batch_id,
             )
         )
