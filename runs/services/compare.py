@@ -468,9 +468,14 @@ SELECT seq, kind, tool,
        status, md5(result::text),
        COALESCE(tokens_in, 0)::bigint + COALESCE(tokens_out, 0), COALESCE(cost, 0)::float8,
        EXTRACT(EPOCH FROM started_at - %(origin)s::timestamptz)::float8
-FROM runs_step WHERE run_id = %(run)s AND seq > %(after)s ORDER BY seq LIMIT %(limit)s
+FROM runs_step WHERE run_id = %(run)s AND seq > %(after)s AND seq <= COALESCE((
+    SELECT seq FROM runs_step WHERE run_id = %(run)s AND seq > %(after)s
+    ORDER BY seq OFFSET %(last)s LIMIT 1), 2147483647)
+ORDER BY seq
 """
-FACTS_CHUNK = 10_000  # steps read with one query (the tick is told between chunks)
+# Steps read with one query (the tick is told between chunks). The chunk's last seq is found
+# first: with LIMIT on the outer query, PostgreSQL may digest every later step before it sorts.
+FACTS_CHUNK = 10_000
 
 
 def step_facts(run: Run, tick: Tick | None = None) -> list[StepFacts]:
@@ -484,7 +489,7 @@ def step_facts(run: Run, tick: Tick | None = None) -> list[StepFacts]:
             origin = cursor.fetchone()[0]
         after = -1
         while True:
-            params = {"origin": origin, "run": run.pk, "after": after, "limit": FACTS_CHUNK}
+            params = {"origin": origin, "run": run.pk, "after": after, "last": FACTS_CHUNK - 1}
             cursor.execute(_FACTS_SQL, params)
             chunk = cursor.fetchall()
             rows.extend(chunk)
@@ -900,7 +905,8 @@ def stored_comparison(job: CompareJob, left: Run, right: Run) -> Comparison:
             _CACHE.move_to_end(job.cache_key)
     if cached is not None:
         return replace(cached, left=left, right=right)
-    comparison = decode(bytes(job.result), left, right)
+    data = CompareJob.objects.values_list("result", flat=True).get(pk=job.pk)
+    comparison = decode(bytes(data), left, right)
     with _CACHE_LOCK:
         _CACHE[job.cache_key] = comparison
         while len(_CACHE) > _CACHE_PAIRS:
@@ -937,7 +943,8 @@ def open_job(left: Run, right: Run) -> CompareJob:
     """
     key = cache_key(left, right)
     with transaction.atomic():
-        job, created = CompareJob.objects.get_or_create(
+        # Without the result: a poll never reads it, and a page reads it only to decode it.
+        job, created = CompareJob.objects.defer("result").get_or_create(
             left=left,
             right=right,
             cache_key=key,
@@ -948,7 +955,7 @@ def open_job(left: Run, right: Run) -> CompareJob:
             queue.queue_compare(job.pk)
         elif job.status in UNFINISHED and _requeue_if_stale(job.pk):
             queue.queue_compare(job.pk)
-            job.refresh_from_db()
+            job.refresh_from_db(fields=["status", "heartbeat_at"])
     return job
 
 
@@ -1033,7 +1040,7 @@ def run_job(job_id: int) -> CompareJob | None:
     if row is None:
         return None
     attempt = row[0]
-    job = CompareJob.objects.select_related("left", "right").get(pk=job_id)
+    job = CompareJob.objects.select_related("left", "right").defer("result").get(pk=job_id)
     mine = CompareJob.objects.filter(pk=job_id, attempt=attempt, status=CompareJob.Status.RUNNING)
     try:
         if cache_key(job.left, job.right) != job.cache_key:
