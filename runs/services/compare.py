@@ -938,8 +938,8 @@ def open_job(left: Run, right: Run) -> CompareJob:
 
     Two requests at once get the same job (a unique constraint on the pair and its cache
     key). A new job replaces the pair's jobs of older states. A job whose worker died or
-    whose message was lost (no sign of life for the stale period) is queued again. A
-    cancelled or failed job stays as it is until `retry`.
+    whose message was lost (no sign of life for the stale period) is queued again, or
+    cancelled if Cancel was pressed. A cancelled or failed job stays as it is until `retry`.
     """
     key = cache_key(left, right)
     with transaction.atomic():
@@ -953,31 +953,32 @@ def open_job(left: Run, right: Run) -> CompareJob:
         if created:
             CompareJob.objects.filter(left=left, right=right).exclude(pk=job.pk).delete()
             queue.queue_compare(job.pk)
-        elif job.status in UNFINISHED and _requeue_if_stale(job.pk):
-            queue.queue_compare(job.pk)
-            job.refresh_from_db(fields=["status", "heartbeat_at"])
+        elif job.status in UNFINISHED and (job.heartbeat_at or job.created_at) < _stale_cutoff():
+            if _revive(job.pk):
+                queue.queue_compare(job.pk)
+            job.refresh_from_db(fields=["status", "heartbeat_at", "finished_at"])
     return job
 
 
-def _requeue_if_stale(job_id: int) -> bool:
-    """Put a job without a sign of life back to queued (one caller wins); return whether."""
-    return bool(
-        CompareJob.objects.filter(
-            pk=job_id, status__in=UNFINISHED, cancel_requested=False,
-            heartbeat_at__lt=_stale_cutoff(),
-        ).update(status=CompareJob.Status.QUEUED, heartbeat_at=timezone.now())
-    )  # fmt: skip
+def _revive(job_id: int) -> bool:
+    """End a job without a sign of life that was asked to cancel, else put it back to queued
+    (one caller wins); return whether it must be queued again."""
+    now = timezone.now()
+    stale = CompareJob.objects.filter(
+        pk=job_id, status__in=UNFINISHED, heartbeat_at__lt=_stale_cutoff()
+    )
+    stale.filter(cancel_requested=True).update(status=CompareJob.Status.CANCELLED, finished_at=now)
+    queued = stale.filter(cancel_requested=False).update(
+        status=CompareJob.Status.QUEUED, heartbeat_at=now
+    )
+    return bool(queued)
 
 
 def requeue_stale() -> int:
     """Queue again every job left without a sign of life (for recovery); a dead worker's job
     that was asked to cancel is cancelled. Returns how many were queued."""
-    cutoff = _stale_cutoff()
-    CompareJob.objects.filter(
-        status__in=UNFINISHED, cancel_requested=True, heartbeat_at__lt=cutoff
-    ).update(status=CompareJob.Status.CANCELLED, finished_at=timezone.now())
-    stale = CompareJob.objects.filter(status__in=UNFINISHED, heartbeat_at__lt=cutoff)
-    job_ids = [job_id for job_id in stale.values_list("pk", flat=True) if _requeue_if_stale(job_id)]
+    stale = CompareJob.objects.filter(status__in=UNFINISHED, heartbeat_at__lt=_stale_cutoff())
+    job_ids = [job_id for job_id in stale.values_list("pk", flat=True) if _revive(job_id)]
     for job_id in job_ids:
         queue.queue_compare(job_id)
     return len(job_ids)

@@ -256,6 +256,14 @@ def test_a_job_left_by_a_dead_worker_is_queued_again_by_the_next_visit(
         dead("aligning the steps", 0.9)
     job.refresh_from_db()
     assert job.status == "done" and job.progress == 1
+    # A dead worker's job whose Cancel was pressed ends cancelled at the next visit.
+    client_in.get(urls(fixed, looping)["compare"])
+    CompareJob.objects.filter(left=fixed).update(
+        status="running", cancel_requested=True, heartbeat_at=stale
+    )
+    html = client_in.get(urls(fixed, looping)["compare"]).content.decode()
+    assert CompareJob.objects.get(left=fixed).status == "cancelled"
+    assert "Cancelled before it was done" in html
 
 
 @pytest.mark.django_db
