@@ -42,7 +42,7 @@ from detection.model import Run, Step
 from .content import parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
-from .kit import add_step, finish_run, with_skips
+from .kit import add_step, check_step_limit, finish_run, with_skips
 from .reading import (
     DepthGuard,
     JsonlReader,
@@ -377,8 +377,8 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
     stack: list[_Open] = []
 
     def open_node(path: str, parent: int | None) -> None:
-        # the node's place; its step takes it when the node ends
-        add_step(run, Step(seq=0, kind="system"), limits=limits, source=source)
+        # a node's step is built when the node ends; it counts from when the node begins
+        check_step_limit(len(nodes) + 1, run.id, limits=limits, source=source)
         nodes.append([None, None, path, parent])
         stack.append(_Open(len(nodes) - 1, path))
 
@@ -408,7 +408,6 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
             if not node.wrapper:
                 step = node_step(node.fields, id="", parent_id=None, limits=limits)
                 nodes[node.pos][0], nodes[node.pos][1] = step, node.fields.get("id")
-                run.steps[node.pos] = step
                 if node.pos == 0:
                     own = _first(node.fields, ("parent_id", "parent"))
                     nodes[0][3] = own
@@ -429,7 +428,6 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
         ):  # fmt: skip
             node.wrapper = True  # {"root": node}: the node is inside, the rest is skipped
             nodes.clear()
-            run.steps.clear()
             open_node("0", None)
         elif key in NODE_FIELDS:
             node.fields[key] = build_value(event, value, events, None)
@@ -446,5 +444,6 @@ def _walk(events: Iterator[tuple[str, Any]], *, run_id: str, source: str, limits
             step.parent_id = ids[parent]
         else:
             step.parent_id = None if parent is None else str(parent)
+        add_step(run, step, limits=limits, source=source)
     _order(run)
     return run
