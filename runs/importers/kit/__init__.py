@@ -14,19 +14,16 @@ from __future__ import annotations
 from .conversation import (
     Conversation,
     conversations_parser,
-    read_conversations,
     result_error,
     starts_subagent,
     with_skips,
 )
-from .merge import make_ids_unique, merge_copies
 from .steps import (
     add_step,
     check_step_limit,
     finish_run,
     set_result,
     text_step,
-    too_many_steps,
     tool_step,
 )
 
@@ -36,14 +33,10 @@ __all__ = [
     "check_step_limit",
     "conversations_parser",
     "finish_run",
-    "make_ids_unique",
-    "merge_copies",
-    "read_conversations",
     "result_error",
     "set_result",
     "starts_subagent",
     "text_step",
-    "too_many_steps",
     "tool_step",
     "with_skips",
 ]

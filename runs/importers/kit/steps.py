@@ -3,8 +3,8 @@
 `add_step` is the one way a step joins its run, and `check_step_limit` (behind it) the one
 place the step limit (`Limits.max_steps`, steps per run) is enforced: the step that would
 take a run past it fails the whole file with `too_many_steps`' message, while the file is
-read, so an importer never holds more than that many steps of one run. Steps count as they are read: the copies
-of one call count until `finish_run` merges them.
+read, so an importer never holds more than that many steps of one run. Steps count as they
+are read: the copies of one call count until `finish_run` merges them.
 
 Every value goes through `clip_json`, as in the message-list formats: long strings are cut
 and values nested deeper than max_depth are replaced, both with a marker. Unknown stays
