@@ -255,6 +255,11 @@ def analyze_batch(run_ids: list[int], *, again: bool = False) -> list[int]:
             mine = [r for r in runs if r.project_id == project_id]
             write(prepare([(r, steps.get(r.pk, ())) for r in mine], policy))
         if rest:
+            # the chain's heartbeat: the recovery sweep leaves a trace in progress alone
+            traces = {run.trace_id for run in runs if run.trace_id}
+            Trace.objects.filter(pk__in=traces, status=Trace.Status.ANALYZING).update(
+                updated_at=timezone.now()
+            )
             queue.queue_batch(rest, again=again)
     return [run.pk for run in runs]
 

@@ -44,11 +44,9 @@ def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
             status__in=[Trace.Status.RECEIVED, Trace.Status.PARSING], updated_at__lte=cutoff
         ).values_list("pk", flat=True)
     )
-    run_ids = list(
-        Run.objects.filter(verdict=Verdict.PENDING, created_at__lte=cutoff).values_list(
-            "pk", flat=True
-        )
-    )
+    # not the runs of a trace whose chain of analysis batches still moves (its heartbeat)
+    pending = Run.objects.filter(verdict=Verdict.PENDING, created_at__lte=cutoff)
+    run_ids = list(pending.exclude(trace__updated_at__gt=cutoff).values_list("pk", flat=True))
     queue.queue_ingest(trace_ids)
     queue.queue_analysis(run_ids)
     # Live runs whose loop-issue grouping was asked for and never done (a lost task): asked
