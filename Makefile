@@ -58,6 +58,14 @@ conformance-node: $(CONFORMANCE_NODE)
 conformance: speedups $(CONFORMANCE_STAMPS) $(CONFORMANCE_NODE)
 	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest tests/conformance $(PYTEST_ARGS)
 
+## The chaos tests (tests/chaos): `loopboard serve` on a fresh database per fault (a slow
+## webhook receiver, a 20,000-run upload, concurrent back-tests, a worker killed mid-import),
+## another project's upload timed to analyzed against a stated bound. They need DATABASE_URL
+## (PostgreSQL) and CELERY_BROKER_URL (Redis; its database is emptied) and take minutes.
+.PHONY: chaos
+chaos: speedups
+	$(VENV)/bin/pytest tests/chaos $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
