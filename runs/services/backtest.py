@@ -138,6 +138,7 @@ def run_job(job_id: int) -> BacktestJob | None:
             status=BacktestJob.Status.FAILED, error=str(exc)[:2000], finished_at=timezone.now()
         )
     job.refresh_from_db()
+    start_next(job.project_id)  # its slot is free: the next in line goes
     return job
 
 
@@ -158,13 +159,87 @@ def _untouched(run: Run, patterns: set[str] | None) -> bool:
     return not any(fnmatchcase(tool, p) for tool in run.tools for p in patterns)
 
 
+BACKTEST_LOCK = 0x6C62_6274  # advisory lock class id ("lbbt") of a project's back-test slots
+
+
 def _claim(job_id: int) -> int | None:
-    """Take the job (queued, or running with a stale heartbeat); return this claim's attempt."""
+    """Take the job (queued, or running with a stale heartbeat) if its project has a free
+    slot and no job queued before it waits; return this claim's attempt, else None.
+
+    At most LOOPBOARD_BACKTESTS_PER_PROJECT jobs of a project run at once. The claims of
+    one project take a transaction-level advisory lock first, so two workers claiming at
+    the same moment count one after the other and never pass the limit together. A job
+    refused stays queued: the job that frees a slot queues the next in line (`start_next`),
+    and the recovery sweep queues whatever waits too long.
+    """
     stale = timezone.now() - timedelta(seconds=settings.LOOPBOARD_STALE_SECONDS)
-    with connection.cursor() as cursor:
-        cursor.execute(CLAIM, [job_id, stale])
-        row = cursor.fetchone()
+    project_id = BacktestJob.objects.filter(pk=job_id).values_list("project_id", flat=True).first()
+    if project_id is None:
+        return None
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [BACKTEST_LOCK, project_id])
+        free = _free_slots(project_id, stale, but=job_id)
+        ahead = _ahead(project_id, job_id)
+        if free <= 0 or ahead >= free:
+            refused = True
+        else:
+            cursor.execute(CLAIM, [job_id, stale])
+            row = cursor.fetchone()
+            refused = False
+    if refused:
+        if free > 0:  # free slots, and older jobs waiting for them: those first
+            start_next(project_id)
+        return None
     return row[0] if row else None
+
+
+def _running(project_id: int, stale: datetime) -> QuerySet[BacktestJob]:
+    """The project's jobs that hold a slot: running, their worker's heartbeat fresh."""
+    return BacktestJob.objects.filter(
+        project_id=project_id, status=BacktestJob.Status.RUNNING, heartbeat_at__gt=stale
+    )
+
+
+def _free_slots(project_id: int, stale: datetime, *, but: int | None = None) -> int:
+    """How many more of the project's jobs may start now (`but` a job not counted)."""
+    running = _running(project_id, stale).exclude(pk=but).count()
+    return settings.LOOPBOARD_BACKTESTS_PER_PROJECT - running
+
+
+def _waiting(project_id: int) -> QuerySet[BacktestJob]:
+    """The project's queued jobs, in line: the oldest first."""
+    return BacktestJob.objects.filter(
+        project_id=project_id, status=BacktestJob.Status.QUEUED, cancel_requested=False
+    ).order_by("created_at", "pk")
+
+
+def _ahead(project_id: int, job_id: int) -> int:
+    """How many of the project's queued jobs are in line before this one."""
+    job = BacktestJob.objects.filter(pk=job_id).values("created_at").first()
+    if job is None:
+        return 0
+    earlier = Q(created_at__lt=job["created_at"]) | Q(created_at=job["created_at"], pk__lt=job_id)
+    return _waiting(project_id).filter(earlier).count()
+
+
+def start_next(project_id: int) -> int:
+    """Queue the project's next jobs in line, as many as it has free slots; return how many.
+
+    A job queued twice runs once (its claim is a conditional UPDATE)."""
+    stale = timezone.now() - timedelta(seconds=settings.LOOPBOARD_STALE_SECONDS)
+    free = _free_slots(project_id, stale)
+    job_ids = list(_waiting(project_id).values_list("pk", flat=True)[: max(free, 0)])
+    for job_id in job_ids:
+        queue.queue_backtest(job_id)
+    return len(job_ids)
+
+
+def place_in_line(job: BacktestJob) -> int | None:
+    """Return a queued job's place among its project's queued jobs (1: the next to start),
+    or None when it is not waiting."""
+    if job.status != BacktestJob.Status.QUEUED or job.cancel_requested:
+        return None
+    return _ahead(job.project_id, job.pk) + 1
 
 
 def _walk(job: BacktestJob, attempt: int) -> None:

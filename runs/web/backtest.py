@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django import forms
+from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
@@ -77,6 +78,8 @@ def job_context(job: BacktestJob) -> dict:
         "appear": backtest.with_issues(job.project_id, appear[:50]),
         "vanish": backtest.with_issues(job.project_id, vanish[:50]),
         "draft_summary": policy_service.describe(job.baseline, job.draft),
+        "place": backtest.place_in_line(job),
+        "slots": settings.LOOPBOARD_BACKTESTS_PER_PROJECT,
     }
 
 
