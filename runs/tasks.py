@@ -103,10 +103,15 @@ def deliver(self, alert_id: int, channel_id: int) -> None:
         raise self.retry(countdown=retry_in, max_retries=None)
 
 
-@app.task(name=names.SEND_TEST_DELIVERY, soft_time_limit=60, time_limit=90, ignore_result=True)
-def send_test_delivery(alert_id: int, channel_id: int) -> None:
+@app.task(
+    name=names.SEND_TEST_DELIVERY, bind=True, soft_time_limit=60, time_limit=90, ignore_result=True
+)
+def send_test_delivery(self, alert_id: int, channel_id: int) -> None:
     """Send a channel's test message (queued by the settings page); its row in the log."""
-    delivery.send_queued_test(alert_id, channel_id)
+    try:
+        delivery.send_queued_test(alert_id, channel_id)
+    except delivery.ReceiverBusy as busy:  # its receiver's slots are taken: a little later
+        raise self.retry(countdown=busy.delay, max_retries=None) from None
 
 
 @app.task(name=names.EVALUATE_ALERT_RULES, soft_time_limit=50, time_limit=60, ignore_result=True)

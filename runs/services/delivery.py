@@ -20,17 +20,22 @@ import hashlib
 import hmac
 import json
 import logging
+import random
 import re
 import smtplib
 import threading
 import time
 import uuid
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
@@ -85,8 +90,11 @@ def deliver(alert_id: int, channel_id: int) -> float | None:
     attempts = Delivery.objects.filter(alert=alert, channel=channel)
     if attempts.filter(status=Delivery.Status.SENT).exists():
         return None
-    attempt = attempts.count() + 1
-    message, outcome = render_and_send(alert, channel)
+    with receiver_slot(channel) as free:
+        if not free:  # this receiver has its share of the pool: later, and no attempt spent
+            return busy_delay()
+        attempt = attempts.count() + 1
+        message, outcome = render_and_send(alert, channel)
     last = attempt >= settings.LOOPBOARD_ALERT_ATTEMPTS
     if outcome.sent:
         status = Delivery.Status.SENT
@@ -96,6 +104,59 @@ def deliver(alert_id: int, channel_id: int) -> float | None:
         status = Delivery.Status.GAVE_UP if last else Delivery.Status.RETRYING
     _log(alert, channel, attempt, status, outcome, message)
     return backoff(attempt) if status == Delivery.Status.RETRYING else None
+
+
+RECEIVER_LOCK = 0x6C62_646C  # advisory lock class id ("lbdl") of a receiver's delivery slots
+BUSY_SECONDS = 2.0  # a delivery whose receiver is busy tries again about this much later
+
+
+def receiver_of(channel: Channel) -> str:
+    """What a channel sends to: the host and port of its URL (so four channels pointing at
+    one slow server share its slots), or the channel itself for email."""
+    if channel.kind == Channel.Kind.EMAIL:
+        return f"channel:{channel.pk}"
+    try:
+        parts = urlsplit(channels.url_of(channel))
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except Exception:  # noqa: BLE001 - an unreadable URL: the attempt itself will say why
+        return f"channel:{channel.pk}"
+    return f"{(parts.hostname or '').lower()}:{port}"
+
+
+@contextmanager
+def receiver_slot(channel: Channel) -> Iterator[bool]:
+    """Take one of the channel's receiver's LOOPBOARD_DELIVERIES_PER_RECEIVER delivery slots
+    for the length of an attempt; yield whether one was free.
+
+    A slot is a session-level PostgreSQL advisory lock, let go when the attempt ends or by
+    the server when its worker dies, so a slow receiver holds at most that many of the
+    delivery pool's processes, and the other receivers' deliveries go on beside it.
+    """
+    digest = zlib.crc32(receiver_of(channel).encode())
+    slots = max(1, settings.LOOPBOARD_DELIVERIES_PER_RECEIVER)
+    taken = None
+    with connection.cursor() as cursor:
+        for slot in range(slots):
+            key = ((digest + slot) & 0xFFFFFFFF) - (1 << 31)
+            cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [RECEIVER_LOCK, key])
+            if cursor.fetchone()[0]:
+                taken = key
+                break
+    try:
+        yield taken is not None
+    finally:
+        if taken is not None:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s, %s)", [RECEIVER_LOCK, taken])
+            except (OperationalError, InterfaceError):  # the session is gone, and its lock
+                pass
+
+
+def busy_delay() -> float:
+    """Seconds until a delivery put off by a busy receiver tries again (spread, so the ones
+    waiting do not all come back at once)."""
+    return BUSY_SECONDS * (1 + random.random())
 
 
 def backoff(attempt: int) -> float:
@@ -127,7 +188,18 @@ def send_queued_test(alert_id: int, channel_id: int) -> Delivery | None:
         return None
     if channel.deliveries.filter(alert=alert).exists():
         return None  # a redelivered task: the attempt is logged already
-    return send_test(channel, alert)
+    with receiver_slot(channel) as free:
+        if not free:
+            raise ReceiverBusy(busy_delay())
+        return send_test(channel, alert)
+
+
+class ReceiverBusy(Exception):
+    """The channel's receiver has all its delivery slots taken: try again in `delay` s."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"the receiver is busy; again in {delay:.1f} s")
+        self.delay = delay
 
 
 def test_alert(channel: Channel) -> Alert:
