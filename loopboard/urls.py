@@ -8,10 +8,10 @@ from django.urls import include, path
 from loopboard.api import api
 from runs.api import metrics as metrics_http
 from runs.api import otlp as otlp_http
-from runs.web import views as run_views
+from runs.web import health
 
 urlpatterns = [
-    path("healthz", run_views.healthz, name="healthz"),
+    path("healthz", health.healthz, name="healthz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -7,8 +7,7 @@ from django import forms
 from django.db.models import Count
 
 from ..models import AlertRule, Channel, Delivery, Project
-from ..services import access, alerts, delivery, digest
-from ..services import channels as channel_service
+from ..services import access, alerts, channels, delivery, digest
 
 DELIVERY_LOG_ROWS = 100
 
@@ -32,10 +31,10 @@ class ChannelForm(forms.Form):
         max_length=5000, required=False, help_text="email: addresses, comma separated"
     )
 
-    def data_for_service(self) -> channel_service.ChannelData:
+    def data_for_service(self) -> channels.ChannelData:
         data = self.cleaned_data
         recipients = [r for r in data["recipients"].replace("\n", ",").split(",") if r.strip()]
-        return channel_service.ChannelData(
+        return channels.ChannelData(
             name=data["name"],
             kind=data["kind"],
             url=data["url"] if data["kind"] != Channel.Kind.EMAIL else None,

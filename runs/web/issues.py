@@ -1,4 +1,5 @@
-"""What the Issues list and an issue's page show (read only: states change in the service)."""
+"""The Issues list and an issue's page: what they show, and their views (changing a state,
+labeling an issue's findings)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,21 @@ import dataclasses
 from datetime import date, timedelta
 from urllib.parse import urlencode
 
+from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.safestring import SafeString
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 import detection
 
 from ..models import LoopIssue
-from ..services import access, issues
+from ..services import access, issues, labels
 from ..templatetags.loopboard import code_spans
-from . import charts
+from . import charts, forms
 
 ISSUES_PER_PAGE = 50
 RUNS_PER_PAGE = 20
@@ -124,3 +129,64 @@ def _per_day(counts: dict[date, int], since: date, until: date) -> list[tuple[da
     """Return (day, count) for each day from `since` to `until`, zero where nothing happened."""
     days = (since + timedelta(days=i) for i in range((until - since).days + 1))
     return [(day, counts.get(day, 0)) for day in days]
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def issue_list(request: HttpRequest) -> HttpResponse:
+    context = list_context(request.user, request.GET)
+    template = "runs/issue_list.html#issue-table" if request.htmx else "runs/issue_list.html"
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+@vary_on_headers("HX-Request")
+def issue_detail(request: HttpRequest, issue_id: int) -> HttpResponse:
+    issue = access.get_issue(request.user, issue_id)
+    error = ""
+    if request.method == "POST":
+        form = forms.IssueStateForm(request.POST)
+        try:
+            if not form.is_valid():
+                raise issues.StateError("choose resolve, ignore or reopen")
+            access.require(request.user, issue.project, access.CHANGE_ISSUE_STATE)
+            data = form.cleaned_data
+            issues.set_state(issue, data["action"], user=request.user, version=data["version"])
+            return redirect(issue.get_absolute_url())
+        except issues.StateError as exc:
+            error = str(exc)
+    context = detail_context(issue, request.GET.get("page")) | {
+        "error": error,
+        "label_reasons": labels.REASONS,
+    }
+    template = "runs/issue_detail.html#issue-runs" if request.htmx else "runs/issue_detail.html"
+    return render(request, template, context, status=400 if error else 200)
+
+
+@require_POST
+@login_required
+def label_issue(request: HttpRequest, issue_id: int) -> HttpResponse:
+    """Judge every finding of a loop issue alike (members only); htmx gets the issue's label
+    box back with how many were labeled, a plain form post goes back to the issue."""
+    issue = access.get_issue(request.user, issue_id)
+    context: dict = {"issue": issue, "label_reasons": labels.REASONS}
+    try:
+        context["labeled"] = labels.label_issue(
+            request.user,
+            issue,
+            request.POST.get("verdict", ""),
+            request.POST.get("reason", ""),
+            request.POST.get("text", ""),
+        )
+    except labels.LabelInvalid as exc:
+        context["label_error"] = str(exc)
+    if not request.htmx:
+        if "label_error" in context:
+            return HttpResponse(
+                context["label_error"], status=400, content_type="text/plain; charset=utf-8"
+            )
+        return redirect(issue.get_absolute_url())
+    status = 400 if "label_error" in context else 200
+    return render(request, "runs/_label_issue.html", context, status=status)

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from ..models import Run, Step
 from ..services import access
-from .views import run_header_context
+from .run_page import run_header_context
 
 PAGE_STEPS = 300
 MAX_DEPTH = 12  # deeper nesting is drawn at this indent

@@ -1,12 +1,16 @@
-"""Page builder: the overview page's figures, over the runs a user may see."""
+"""The overview page: its figures, over the runs a user may see."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce, TruncDate
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.http import require_GET
 
 from detection import catalogue
 
@@ -17,7 +21,7 @@ from . import charts
 DAYS = 30
 
 
-def overview(user, days: int = DAYS) -> dict:
+def figures(user, days: int = DAYS) -> dict:
     """Return totals and charts: runs per day, top looping tools, waste by tool and detector."""
     project_ids = list(access.projects_for(user).values_list("pk", flat=True))
     runs = Run.objects.filter(project_id__in=project_ids)
@@ -88,3 +92,9 @@ def overview(user, days: int = DAYS) -> dict:
         "by_tool": by_tool,
         "by_detector": by_detector,
     }
+
+
+@require_GET
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "runs/overview.html", figures(request.user))

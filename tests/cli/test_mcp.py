@@ -195,3 +195,28 @@ def test_record_call_answers_what_fired_and_a_retried_report_is_stored_once(
     error, again = call(server, "record_call", {**same, "call_id": "c5"})  # a retry
     assert not error and again["findings"] == []
     assert Run.objects.get(external_id="rec").step_count == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mcp_tools_follow_the_keys_scope_as_the_api_does(live_server, project):
+    """A `read` key's server may ask check_next_call but not record a call (403, as the API
+    answers it), and its stop writes no stopped call; an `ingest` key's may do both."""
+    from runs.models import ApiKey, StoppedCall
+
+    read = build_server(live_server.url, ApiKey.issue(project, "r", scope=ApiKey.Scope.READ)[1])
+    ingest = build_server(live_server.url, ApiKey.issue(project, "i", scope="ingest")[1])
+    failing = {"tool": "Bash", "args": {"command": "make"}, "result": "Error: 2", "status": "error"}
+    error, text = call(read, "record_call", {**failing, "session_id": "s"})
+    assert error and "403" in text and "'ingest' scope" in text
+    for i in range(4):
+        error, answer = call(
+            ingest, "record_call", {**failing, "session_id": "s", "call_id": f"{i}"}
+        )
+        assert not error, answer
+    check = {"tool": "Bash", "args": failing["args"], "session_id": "s"}
+    error, answer = call(read, "check_next_call", check)
+    assert not error and answer["verdict"] == "stop"
+    assert not StoppedCall.objects.exists()
+    error, answer = call(ingest, "check_next_call", check)
+    assert not error and answer["verdict"] == "stop"
+    assert StoppedCall.objects.count() == 1

@@ -78,9 +78,9 @@ def test_runs_list_filter_change_returns_only_the_table(client_in, runs):
 def test_runs_list_sorts_by_stall_score_and_pages_with_a_cursor(client_in, project, process):
     for n in range(3, 8):
         process(project, looping_trace(n, tool=f"tool{n}"), name=f"loop{n}.jsonl")
-    from runs.web import views
+    from runs.web import run_list
 
-    views.RUNS_PER_PAGE, saved = 2, views.RUNS_PER_PAGE
+    run_list.RUNS_PER_PAGE, saved = 2, run_list.RUNS_PER_PAGE
     try:
         first = html_of(client_in.get(reverse("runs:list") + "?sort=score"))
         assert first.index("loop7.jsonl") < first.index("loop6.jsonl")
@@ -93,7 +93,7 @@ def test_runs_list_sorts_by_stall_score_and_pages_with_a_cursor(client_in, proje
         assert "<html" not in more
         assert "loop5.jsonl" in more and "loop7.jsonl" not in more
     finally:
-        views.RUNS_PER_PAGE = saved
+        run_list.RUNS_PER_PAGE = saved
 
 
 def test_runs_list_shows_where_the_repeats_sit(client_in, runs):
