@@ -1,6 +1,7 @@
 from django.urls import path
 
 from .web import (
+    bulk,
     compare,
     issues,
     latency,
@@ -17,6 +18,7 @@ app_name = "runs"
 
 urlpatterns = [
     path("", run_list.run_list, name="list"),
+    path("runs/bulk/", bulk.bulk_runs, name="bulk"),
     path("overview/", overview.overview, name="overview"),
     path("runs/<int:run_id>/", run_page.run_detail, name="detail"),
     path("runs/<int:run_id>/live/", run_page.run_live, name="live"),

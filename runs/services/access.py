@@ -42,9 +42,10 @@ CHANGE_RETENTION = Act("changing retention", ApiKey.Scope.ADMIN, OWNER)
 CHANGE_POLICY = Act("changing the policy", ApiKey.Scope.ADMIN, STAFF)  # Tuning, PUT /policy
 BACKTEST = Act("back-testing a policy", ApiKey.Scope.ADMIN, STAFF)
 REANALYZE = Act("re-analyzing a run", ApiKey.Scope.ADMIN, STAFF)
+DELETE_RUNS = Act("deleting runs", ApiKey.Scope.ADMIN, OWNER)  # the runs list's bulk delete
 ACTS = (
     READ, SEND, CHANGE_ISSUE_STATE, CHANGE_ALERTS, CHANGE_RETENTION, CHANGE_POLICY,
-    BACKTEST, REANALYZE,
+    BACKTEST, REANALYZE, DELETE_RUNS,
 )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from django.utils.timesince import timesince
 
 from detection import catalogue
 
-from ..models import Step
+from ..models import Label, Step
 
 register = template.Library()
 
@@ -143,3 +143,9 @@ def run_usage(run) -> dict:
     return run.steps.aggregate(
         tokens_in=Sum("tokens_in"), tokens_out=Sum("tokens_out"), cost=Sum("cost")
     )
+
+
+@register.simple_tag
+def label_reasons() -> list[tuple[str, str]]:
+    """The reasons a false alarm can be labeled with, (value, label), for a form's choices."""
+    return list(Label.Reason.choices)

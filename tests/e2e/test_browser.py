@@ -170,6 +170,27 @@ def test_one_tuning_save_holds_several_new_tool_rows(live_server, page, staff_lo
         expect(page.locator(f"input[name='t-{index}-tool']")).to_have_value(tool)
 
 
+def test_select_two_runs_on_the_list_and_compare_them(
+    live_server, page, staff_login, process_inline
+):
+    first = process_inline(staff_login, stuck_trace())
+    second = process_inline(staff_login, stuck_trace().replace(b"PostgreSQL 18", b"PostgreSQL 17"))
+    page.get_by_role("link", name="Runs", exact=True).click()
+    boxes = page.get_by_role("checkbox", name=f"Select {first.name}")  # both share the name
+    expect(boxes).to_have_count(2)
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    page.locator("#bulk-form select[name=action]").select_option("compare")
+    page.get_by_role("button", name="Apply to selected").click()
+    expect(page).to_have_url(re.compile(rf"/runs/{first.pk}/compare/{second.pk}/$"))
+    # One selected run is not a comparison: the list says so and keeps the selection's page.
+    page.get_by_role("link", name="Runs", exact=True).click()
+    page.locator(f"input[name=run][value='{first.pk}']").check()
+    page.locator("#bulk-form select[name=action]").select_option("compare")
+    page.get_by_role("button", name="Apply to selected").click()
+    expect(page.locator(".notice--error")).to_have_text("Select exactly two runs to compare them.")
+
+
 def test_plain_links_work_without_javascript(live_server, browser, staff_login, process_inline):
     run = process_inline(staff_login, stuck_trace())
     context = browser.new_context(java_script_enabled=False)
