@@ -156,6 +156,35 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+# Where raw trace bytes are kept (runs/rawstore.py): in PostgreSQL, a folder, or S3.
+LOOPBOARD_RAW_STORE = os.environ.get("LOOPBOARD_RAW_STORE", "database").strip().lower()
+if LOOPBOARD_RAW_STORE == "filesystem":
+    STORAGES["raw_traces"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": os.environ.get("LOOPBOARD_RAW_DIR") or str(BASE_DIR / "var" / "raw"),
+            "allow_overwrite": True,  # the same content under the same name
+        },
+    }
+elif LOOPBOARD_RAW_STORE == "s3":
+    if not os.environ.get("LOOPBOARD_S3_BUCKET"):
+        raise ImproperlyConfigured("LOOPBOARD_RAW_STORE=s3 needs LOOPBOARD_S3_BUCKET")
+    STORAGES["raw_traces"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",  # pip install 'loopboard[s3]'
+        "OPTIONS": {
+            "bucket_name": os.environ["LOOPBOARD_S3_BUCKET"],
+            "endpoint_url": os.environ.get("LOOPBOARD_S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("LOOPBOARD_S3_REGION") or None,
+            "location": os.environ.get("LOOPBOARD_S3_PREFIX", "loopboard"),
+            "default_acl": None,
+            "querystring_auth": True,  # raw traces are private: never a public URL
+            "file_overwrite": True,
+        },
+    }
+elif LOOPBOARD_RAW_STORE != "database":
+    raise ImproperlyConfigured(
+        f"LOOPBOARD_RAW_STORE={LOOPBOARD_RAW_STORE!r}: use database, filesystem or s3"
+    )
 # Tests and DEBUG serve static files straight from the finders.
 WHITENOISE_USE_FINDERS = True
 

@@ -12,8 +12,12 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
 from django.urls import reverse
 from django.utils import timezone
+
+from . import rawstore
 
 
 class Project(models.Model):
@@ -144,6 +148,10 @@ class Trace(models.Model):
     # them through `raw_bytes()`.
     raw = models.BinaryField()
     raw_encoding = models.CharField(max_length=8, blank=True)  # "": as received; "zstd"
+    # Outside the database (LOOPBOARD_RAW_STORE, runs/rawstore.py): the object holding the
+    # packed bytes, and its size; `raw` is then empty.
+    raw_key = models.CharField(max_length=300, blank=True)
+    raw_external_bytes = models.PositiveBigIntegerField(default=0)
     raw_expired_at = models.DateTimeField(null=True, blank=True)  # retention emptied `raw`
     declared_format = models.CharField(max_length=40, blank=True)  # what the uploader forced
     format = models.CharField(max_length=40, blank=True)  # what was used
@@ -185,7 +193,7 @@ class Trace(models.Model):
 
     def raw_bytes(self) -> bytes:
         """Return the bytes exactly as received (empty once retention has removed them)."""
-        return unpack_raw(self.raw, self.raw_encoding)
+        return unpack_raw(rawstore.read(self.raw, self.raw_key), self.raw_encoding)
 
 
 #: bench/bench_raw_compression.py: nearly level 9's ratio (7.5x against 8.4x on the samples
@@ -202,6 +210,12 @@ def pack_raw(data: bytes) -> tuple[bytes, str]:
         compressor = _zstd_c.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     packed = compressor.compress(data)
     return (packed, "zstd") if len(packed) < len(data) else (data, "")
+
+
+@receiver(pre_delete, sender=Project)
+def _forget_raw_objects(sender, instance: Project, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    """A deleted project's raw objects outside the database go once the deletion commits."""
+    rawstore.forget(instance.traces.exclude(raw_key="").values_list("raw_key", flat=True))
 
 
 def unpack_raw(stored: bytes | memoryview, encoding: str) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import QuerySet
 
+from .. import rawstore
 from ..models import Run, Trace
 from . import issues
 
@@ -36,5 +37,7 @@ def delete_traces(traces: QuerySet[Trace]) -> int:
     with transaction.atomic():
         ids = list(traces.values_list("pk", flat=True))
         delete_runs(Run.objects.filter(trace_id__in=ids))
-        Trace.objects.filter(pk__in=ids).delete()
+        gone = Trace.objects.filter(pk__in=ids)
+        rawstore.forget(gone.exclude(raw_key="").values_list("raw_key", flat=True))
+        gone.delete()
     return len(ids)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import detection
 
-from .. import importers
+from .. import importers, rawstore
 from ..importers import TraceError
 from ..models import Project, Run, Step, Trace, Verdict, pack_raw
 from . import analysis, deletion, queue, storage
@@ -46,6 +46,7 @@ def store_trace(
     """
     digest = hashlib.sha256(data).hexdigest()
     stored, encoding = pack_raw(data)
+    raw, key = rawstore.keep(project.pk, digest, stored, encoding)
     with transaction.atomic():
         trace, created = Trace.objects.get_or_create(
             project=project,
@@ -53,8 +54,10 @@ def store_trace(
             defaults={
                 "name": storage.clean_text(name[:255]) or "trace",
                 "size": len(data),
-                "raw": stored,
+                "raw": raw,
                 "raw_encoding": encoding,
+                "raw_key": key,
+                "raw_external_bytes": len(stored) if key else 0,
                 "declared_format": format,
                 "source": source,
                 "agent_version": storage.clean_text(version.strip()[:100]),

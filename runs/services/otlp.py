@@ -40,6 +40,7 @@ from django.utils import timezone
 
 import detection
 
+from .. import rawstore
 from ..importers.errors import TraceError
 from ..importers.otlp import (
     BodyLimits,
@@ -205,13 +206,17 @@ def _request_trace(
     """Return the (unsaved) Trace that keeps one request's bytes."""
     declared = f"otlp-logs-{export.encoding}" if signal == "logs" else f"otlp-{export.encoding}"
     stored, encoding = pack_raw(body)
+    digest = hashlib.sha256(body).hexdigest()
+    raw, key = rawstore.keep(project.pk, digest, stored, encoding)
     return Trace(
         project=project,
-        sha256=hashlib.sha256(body).hexdigest(),
+        sha256=digest,
         name=name or _request_name(now),
         size=len(body),
-        raw=stored,
+        raw=raw,
         raw_encoding=encoding,
+        raw_key=key,
+        raw_external_bytes=len(stored) if key else 0,
         declared_format=declared,
         format=declared,
         # Not "received"/"parsing": requeue_stale must not hand it to the importers.
@@ -224,9 +229,9 @@ def _request_trace(
 
 TRACE_INSERT = f"""
     INSERT INTO {Trace._meta.db_table} (project_id, name, sha256, size, raw, raw_encoding,
-        declared_format, format, status, error, skipped_lines, import_attempts, warnings, source,
-        uploaded_by_id, agent_version, created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, '', %s, %s)
+        raw_key, raw_external_bytes, declared_format, format, status, error, skipped_lines,
+        import_attempts, warnings, source, uploaded_by_id, agent_version, created_at, updated_at)
+    VALUES (%s, %s, %s, %s, %b, %s, %s, %s, %s, %s, %s, %s, 0, 0, '[]', %s, NULL, '', %s, %s)
     ON CONFLICT (project_id, sha256) DO NOTHING
     RETURNING id
 """
@@ -253,7 +258,7 @@ def _insert_raw(trace: Trace) -> bool:
         inserted = cursor.execute(
             TRACE_INSERT,
             [trace.project_id, trace.name, trace.sha256, trace.size, trace.raw,
-             trace.raw_encoding, trace.declared_format, trace.format, trace.status, trace.error,
+             trace.raw_encoding, trace.raw_key, trace.raw_external_bytes, trace.declared_format, trace.format, trace.status, trace.error,
              trace.source, trace.created_at, trace.updated_at],
         ).fetchone()  # fmt: skip
     if inserted is None:
@@ -457,14 +462,14 @@ def _raw_requests(trace_ids: list[int]) -> list[StoredRequest]:
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(
-            f"SELECT id, raw, raw_encoding, declared_format FROM {Trace._meta.db_table} "
+            f"SELECT id, raw, raw_encoding, raw_key, declared_format FROM {Trace._meta.db_table} "
             "WHERE id = ANY(%s)",
             [trace_ids],
             binary=True,
         )
         return [
-            StoredRequest(pk, unpack_raw(raw, encoding), fmt)
-            for pk, raw, encoding, fmt in cursor.fetchall()
+            StoredRequest(pk, unpack_raw(rawstore.read(raw, key), encoding), fmt)
+            for pk, raw, encoding, key, fmt in cursor.fetchall()
         ]
 
 

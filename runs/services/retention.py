@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from .. import rawstore
 from ..models import Label, LedgerRow, OtlpSpanGroup, Project, Run, Step, Trace
 from . import deletion, usage
 
@@ -89,9 +90,15 @@ def expire_raw(project: Project, cutoff) -> int:
             if not ids:
                 return total
             # Conditional: a trace re-imported meanwhile (status received) keeps its bytes.
-            total += Trace.objects.filter(
+            # The rows are locked first, so the objects forgotten are those of the rows emptied.
+            expiring = Trace.objects.select_for_update().filter(
                 pk__in=ids, status__in=[Trace.Status.ANALYZED, Trace.Status.FAILED]
-            ).update(raw=b"", raw_encoding="", raw_expired_at=timezone.now())
+            )
+            rawstore.forget(expiring.exclude(raw_key="").values_list("raw_key", flat=True))
+            total += expiring.update(
+                raw=b"", raw_encoding="", raw_key="", raw_external_bytes=0,
+                raw_expired_at=timezone.now(),
+            )  # fmt: skip
 
 
 def expire_steps(runs, now) -> int:

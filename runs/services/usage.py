@@ -29,7 +29,8 @@ def measure(project: Project, now=None) -> StorageDay:
     now = now or timezone.now()
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT COALESCE(sum(octet_length(raw)), 0) FROM {Trace._meta.db_table} "
+            "SELECT COALESCE(sum(octet_length(raw) + raw_external_bytes), 0) "
+            f"FROM {Trace._meta.db_table} "
             "WHERE project_id = %s",
             [project.pk],
         )

@@ -1,0 +1,191 @@
+"""Raw trace bytes outside the database (LOOPBOARD_RAW_STORE): a folder, and an S3 bucket on
+a real S3-compatible server (moto's, started as its own process on a free port).
+
+Each store keeps the bytes compressed as the database does and gives them back byte-identical,
+imports and OTLP assembly read them from there, and the object goes when its row is deleted
+or retention empties it (after the transaction commits; a rollback keeps it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import boto3
+import pytest
+from django.core.files.storage import storages
+from django.db import transaction
+from django.utils import timezone
+
+from runs import rawstore
+from runs.models import Project, Trace
+from runs.services import deletion, downloads, ingest, retention, usage
+from tests.helpers import looping_trace
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SAMPLES = sorted(
+    p for p in (Path(__file__).resolve().parents[2] / "data").rglob("*") if p.is_file()
+)
+BUCKET = "loopboard-raw"
+CREDENTIALS = {"access_key": "test-key", "secret_key": "test-secret", "region_name": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's standalone S3-compatible server, a real HTTP peer, with one empty bucket."""
+    port = free_port()
+    moto = Path(sys.executable).with_name("moto_server")
+    server = subprocess.Popen(
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail(f"moto_server did not start on {url}")
+            time.sleep(0.1)
+    client = boto3.client(
+        "s3",
+        endpoint_url=url,
+        aws_access_key_id=CREDENTIALS["access_key"],
+        aws_secret_access_key=CREDENTIALS["secret_key"],
+        region_name=CREDENTIALS["region_name"],
+    )
+    client.create_bucket(Bucket=BUCKET)
+    yield url, client
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.fixture(params=["filesystem", "s3"])
+def store(request, settings, tmp_path):
+    """The raw store switched to a folder or to the S3 bucket; returns a function that lists
+    the object keys it holds."""
+    backends = dict(settings.STORAGES)
+    if request.param == "filesystem":
+        folder = tmp_path / "raw"
+        backends[rawstore.ALIAS] = {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(folder), "allow_overwrite": True},
+        }
+
+        def keys() -> set[str]:
+            return {
+                str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
+            } if folder.exists() else set()  # fmt: skip
+    else:
+        url, client = request.getfixturevalue("s3_server")
+        prefix = f"t{os.getpid()}-{time.monotonic_ns()}"
+        backends[rawstore.ALIAS] = {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": BUCKET,
+                "endpoint_url": url,
+                "location": prefix,
+                "default_acl": None,
+                "file_overwrite": True,
+                **CREDENTIALS,
+            },
+        }
+
+        def keys() -> set[str]:
+            listed = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/")
+            return {item["Key"][len(prefix) + 1 :] for item in listed.get("Contents", [])}
+
+    settings.STORAGES = backends
+    settings.LOOPBOARD_RAW_STORE = request.param
+    yield keys
+    storages._storages.clear()
+
+
+def test_every_sample_reads_back_byte_identical_from_the_store(project, store):
+    expected = set()
+    for path in SAMPLES:
+        data = path.read_bytes()
+        trace, _ = ingest.store_trace(project, data, name=path.name)
+        trace = Trace.objects.get(pk=trace.pk)
+        assert bytes(trace.raw) == b"", path.name  # nothing in the database
+        assert trace.raw_key == rawstore.key_for(project.pk, trace.sha256, trace.raw_encoding)
+        assert trace.raw_bytes() == data, path.name
+        stored = rawstore.read(b"", trace.raw_key)
+        assert trace.raw_external_bytes == len(stored) <= len(data), path.name
+        expected.add(trace.raw_key)
+    assert store() == expected and len(expected) == len({p.read_bytes() for p in SAMPLES})
+
+
+def test_an_upload_in_the_store_is_imported_downloaded_and_counted(project, store, process):
+    trace = process(project, looping_trace(6), name="stuck.jsonl")
+    run = trace.runs.get()
+    assert run.verdict == "stop" and run.step_count > 6
+    response = downloads.raw_response(trace)
+    assert response.content == looping_trace(6)
+    day = usage.measure(project)
+    assert day.raw_bytes == trace.raw_external_bytes > 0
+
+
+def test_the_same_bytes_twice_are_one_object_and_one_trace(project, store):
+    first, created = ingest.store_trace(project, looping_trace(5), name="a.jsonl")
+    again, created_again = ingest.store_trace(project, looping_trace(5), name="b.jsonl")
+    assert created and not created_again and first.pk == again.pk
+    assert store() == {first.raw_key}
+
+
+def test_deleting_a_trace_deletes_its_object_after_the_commit(project, store):
+    trace, _ = ingest.store_trace(project, looping_trace(5), name="a.jsonl")
+    kept, _ = ingest.store_trace(project, looping_trace(7), name="b.jsonl")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        deletion.delete_traces(Trace.objects.filter(pk=trace.pk))
+        raise RuntimeError("rolled back")
+    assert store() == {trace.raw_key, kept.raw_key}  # a rollback keeps the object
+    deletion.delete_traces(Trace.objects.filter(pk=trace.pk))
+    assert store() == {kept.raw_key}
+    assert Trace.objects.get(pk=kept.pk).raw_bytes() == looping_trace(7)
+
+
+def test_retention_empties_the_store_of_expired_traces(project, store, process):
+    old = process(project, looping_trace(5), name="old.jsonl")
+    new = process(project, looping_trace(8), name="new.jsonl")
+    Trace.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=40))
+    assert retention.expire_raw(project, timezone.now() - timedelta(days=30)) == 1
+    old.refresh_from_db()
+    assert (old.raw_key, old.raw_external_bytes, old.raw_expired_at is not None) == ("", 0, True)
+    assert old.raw_bytes() == b""
+    assert store() == {new.raw_key}
+
+
+def test_deleting_a_project_deletes_its_objects(store, user):
+    project = Project.objects.create(name="Gone", slug="gone")
+    other = Project.objects.create(name="Stays", slug="stays")
+    ingest.store_trace(project, looping_trace(5), name="a.jsonl")
+    ingest.store_trace(project, looping_trace(6), name="b.jsonl")
+    kept, _ = ingest.store_trace(other, looping_trace(5), name="a.jsonl")
+    assert len(store()) == 3
+    project.delete()
+    assert store() == {kept.raw_key}
+
+
+def test_the_database_store_keeps_bytes_in_the_row(project, settings):
+    settings.LOOPBOARD_RAW_STORE = "database"
+    trace, _ = ingest.store_trace(project, looping_trace(5), name="a.jsonl")
+    trace.refresh_from_db()
+    assert trace.raw_key == "" and trace.raw_external_bytes == 0
+    assert len(bytes(trace.raw)) > 0 and trace.raw_bytes() == looping_trace(5)
