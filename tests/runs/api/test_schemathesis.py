@@ -1,14 +1,20 @@
 """Property-based run of schemathesis against the OpenAPI schema: no request gives a 5xx.
 
 The WSGI app is called in-process (the test's database transaction, alice's project with a
-stored run so that ids exist). Examples are bounded so the whole file takes well under 2 min.
+stored run so that ids exist). Every operation of the schema is given up to
+MAX_EXAMPLES generated cases (Hypothesis stops early for an operation whose inputs have fewer
+distinct values); the test checks that every operation ran and prints how many cases each
+had, so CI's output states the coverage.
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import status_code_conformance
 
 from loopboard.wsgi import application
@@ -17,6 +23,8 @@ from runs.services import ingest
 from tests.helpers import looping_trace
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", application)
+# Generated cases per operation at most (LOOPBOARD_SCHEMATHESIS_EXAMPLES runs it longer).
+MAX_EXAMPLES = int(os.environ.get("LOOPBOARD_SCHEMATHESIS_EXAMPLES", "40"))
 
 
 @pytest.fixture
@@ -47,17 +55,47 @@ def generous_limits(settings_=None):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.django_db(transaction=True)
-@schema.parametrize()
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=True,
-)
-def test_api_never_answers_5xx(case, stocked_key, django_db_blocker):  # type: ignore[no-untyped-def]
-    with django_db_blocker.unblock():
-        response = case.call(headers={"Authorization": f"Bearer {stocked_key}"})
-    assert response.status_code < 500, (
-        f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}"
-    )
-    case.validate_response(response, checks=[status_code_conformance])
+def test_api_never_answers_5xx(stocked_key, django_db_blocker, capsys):  # type: ignore[no-untyped-def]
+    """Every operation of the schema, up to MAX_EXAMPLES generated cases each: no 5xx, every
+    status documented. One test walks them all (so the count is whole under pytest-xdist too),
+    goes on past a failing operation and reports every one that failed."""
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert operations, "the schema has no operation"
+    counts: Counter[str] = Counter()
+    failed: dict[str, str] = {}
+    for operation in operations:
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=MAX_EXAMPLES,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
+        def check(case):  # type: ignore[no-untyped-def]
+            counts[case.operation.label] += 1
+            with django_db_blocker.unblock():
+                response = case.call(headers={"Authorization": f"Bearer {stocked_key}"})
+            assert response.status_code < 500, (
+                f"{case.method} {case.formatted_path} -> {response.status_code}: "
+                f"{response.text[:500]}"
+            )
+            case.validate_response(response, checks=[status_code_conformance])
+
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - every failing operation is reported below
+            failed[operation.label] = f"{type(exc).__name__}: {str(exc)[:1500]}"
+    shown = sorted(counts.values())
+    with capsys.disabled():  # visible without -s: CI's log states the coverage
+        print(
+            f"\nschemathesis: {len(operations)} operations, {sum(shown)} cases, "
+            f"{shown[0] if shown else 0} to {shown[-1] if shown else 0} per operation "
+            f"(at most {MAX_EXAMPLES} generated each), {len(failed)} failed"
+        )
+        for label in sorted(counts, key=lambda label: (counts[label], label)):
+            print(f"schemathesis:   {counts[label]:4d}  {label}")
+    missed = sorted(op.label for op in operations if not counts[op.label])
+    assert not missed, f"operations that ran no case: {missed}"
+    assert not failed, "\n\n".join(f"{label}: {why}" for label, why in failed.items())
