@@ -13,14 +13,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..models import Run, Trace, Verdict
-from . import backtest, otlp, queue
+from . import backtest, compare, otlp, queue
 
 log = logging.getLogger(__name__)
 
 
 def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
     """Queue again the traces, runs and back-tests that a dead worker left unfinished (a
-    back-test resumes from its cursor), the loop-issue grouping of live runs whose task was
+    back-test resumes from its cursor) and comparisons, the loop-issue grouping of live runs whose task was
     lost, and the OTLP span
     groups left unassembled past the quiet period (a lost countdown task must not strand
     spans; the assembly still waits for trace ids that are not quiet yet).
@@ -59,4 +59,6 @@ def requeue_stale(*, older_than: timedelta | None = None) -> tuple[int, int]:
         log.info("queued the loop-issue grouping of %d live run(s) again", len(live_ids))
     if jobs := backtest.requeue_stale(older_than):
         log.info("queued %d unfinished back-test(s) again", jobs)
+    if jobs := compare.requeue_stale():
+        log.info("queued %d unfinished comparison(s) again", jobs)
     return len(trace_ids), len(run_ids)
