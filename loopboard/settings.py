@@ -198,42 +198,13 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 200
 if os.environ.get("CELERY_BROKER_URL"):
     CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+    # Redis: a prefix on every key of the broker, so several loopboards (or the parallel
+    # workers of `make test`) share one Redis database without taking each other's tasks.
+    if prefix := os.environ.get("LOOPBOARD_BROKER_PREFIX", ""):
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = prefix
 else:
     CELERY_BROKER_URL = embedded.broker_url()
     CELERY_BROKER_TRANSPORT_OPTIONS = embedded.broker_transport_options()
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Celery beat (`loopboard serve` runs it inside its worker; docker compose as `beat`).
-LOOPBOARD_RECOVERY_SECONDS = env_int("LOOPBOARD_RECOVERY_SECONDS", 60)
-LOOPBOARD_NIGHTLY_BACKTEST_HOUR = env_int("LOOPBOARD_NIGHTLY_BACKTEST_HOUR", 3)  # UTC
-CELERY_BEAT_SCHEDULE = {
-    "recover": {"task": task_names.RECOVER, "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
-    # The saved policy over the last 7 days of each project, for the Tuning page's trend.
-    "nightly-backtests": {
-        "task": task_names.NIGHTLY_BACKTESTS,
-        "schedule": crontab(hour=LOOPBOARD_NIGHTLY_BACKTEST_HOUR, minute=15),
-    },
-    "evaluate-alert-rules": {"task": task_names.EVALUATE_ALERT_RULES, "schedule": 60.0},
-    # Daily digests whose project-local hour has come (each is sent once per local day).
-    "send-digests": {"task": task_names.SEND_DIGESTS, "schedule": 60.0},
-    # Fold the metric rows the triggers add into totals, so a scrape reads few rows.
-    "compact-metrics": {"task": task_names.COMPACT_METRICS, "schedule": 60.0},
-    # Delete what each project keeps no longer (runs.services.retention), in short batches.
-    "apply-retention": {"task": task_names.APPLY_RETENTION, "schedule": crontab(minute=40)},
-}
-
-# A trace or run left in a working state longer than this (a worker died) is queued again.
-LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
-# A live run with no append for this long is ended by the beat (and analyzed).
-LOOPBOARD_LIVE_QUIET_SECONDS = env_int("LOOPBOARD_LIVE_QUIET_SECONDS", 1800)
-# Live runs whose Monitor each web process keeps in memory (least recently used dropped).
-LOOPBOARD_LIVE_CACHE_RUNS = env_int("LOOPBOARD_LIVE_CACHE_RUNS", 512)
-# A live run whose loop fires joins its loop issues this many seconds later, in the worker
-# (at most once per interval, so the append path never waits for the grouping).
-LOOPBOARD_LIVE_ISSUES_SECONDS = env_int("LOOPBOARD_LIVE_ISSUES_SECONDS", 5)
 # Three queues, each with its own worker pool (`loopboard serve`, docker-compose.yml), so no
 # kind of work waits behind another: new uploads and what a person waits for (interactive),
 # long work over many runs (bulk), and messages to the outside world (delivery). Every task is
@@ -271,6 +242,39 @@ LOOPBOARD_BACKTESTS_PER_PROJECT = max(1, env_int("LOOPBOARD_BACKTESTS_PER_PROJEC
 # Deliveries to one receiver (a webhook's host and port) in flight at once: a slow receiver
 # holds no more of the delivery pool than this; its other deliveries wait their turn.
 LOOPBOARD_DELIVERIES_PER_RECEIVER = env_int("LOOPBOARD_DELIVERIES_PER_RECEIVER", 1)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery beat (`loopboard serve` runs it inside its worker; docker compose as `beat`).
+LOOPBOARD_RECOVERY_SECONDS = env_int("LOOPBOARD_RECOVERY_SECONDS", 60)
+LOOPBOARD_NIGHTLY_BACKTEST_HOUR = env_int("LOOPBOARD_NIGHTLY_BACKTEST_HOUR", 3)  # UTC
+CELERY_BEAT_SCHEDULE = {
+    "recover": {"task": task_names.RECOVER, "schedule": float(LOOPBOARD_RECOVERY_SECONDS)},
+    # The saved policy over the last 7 days of each project, for the Tuning page's trend.
+    "nightly-backtests": {
+        "task": task_names.NIGHTLY_BACKTESTS,
+        "schedule": crontab(hour=LOOPBOARD_NIGHTLY_BACKTEST_HOUR, minute=15),
+    },
+    "evaluate-alert-rules": {"task": task_names.EVALUATE_ALERT_RULES, "schedule": 60.0},
+    # Daily digests whose project-local hour has come (each is sent once per local day).
+    "send-digests": {"task": task_names.SEND_DIGESTS, "schedule": 60.0},
+    # Fold the metric rows the triggers add into totals, so a scrape reads few rows.
+    "compact-metrics": {"task": task_names.COMPACT_METRICS, "schedule": 60.0},
+    # Delete what each project keeps no longer (runs.services.retention), in short batches.
+    "apply-retention": {"task": task_names.APPLY_RETENTION, "schedule": crontab(minute=40)},
+}
+
+# A trace or run left in a working state longer than this (a worker died) is queued again.
+LOOPBOARD_STALE_SECONDS = env_int("LOOPBOARD_STALE_SECONDS", 600)
+# A live run with no append for this long is ended by the beat (and analyzed).
+LOOPBOARD_LIVE_QUIET_SECONDS = env_int("LOOPBOARD_LIVE_QUIET_SECONDS", 1800)
+# Live runs whose Monitor each web process keeps in memory (least recently used dropped).
+LOOPBOARD_LIVE_CACHE_RUNS = env_int("LOOPBOARD_LIVE_CACHE_RUNS", 512)
+# A live run whose loop fires joins its loop issues this many seconds later, in the worker
+# (at most once per interval, so the append path never waits for the grouping).
+LOOPBOARD_LIVE_ISSUES_SECONDS = env_int("LOOPBOARD_LIVE_ISSUES_SECONDS", 5)
 # An import keeps at most this many steps in memory across a file's unfinished runs (about
 # 0.5 KB each); a file that needs more fails early with a message.
 LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)

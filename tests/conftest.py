@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 # Django imports stay inside the fixtures so the engine and importer tests also run
 # without Django (pytest -p no:django tests/detection tests/importers).
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker (gw0, gw1, ...) gets a broker of its own, so a worker process
+    one test starts never takes a task another test sent (whose ids are rows of the other
+    worker's database): the filesystem broker in LOOPBOARD_BROKER_DIR/<worker>, Redis with
+    the prefix `<worker>:` on every key. The settings were loaded before this file, so they
+    are changed here, and in the environment for the processes the tests start."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    from loopboard import embedded
+    from loopboard.celery import app
+
+    scheme = settings.CELERY_BROKER_URL.partition("://")[0]
+    if scheme == "filesystem":
+        base = os.environ.get("LOOPBOARD_BROKER_DIR") or str(embedded.VAR_DIR / "broker")
+        os.environ["LOOPBOARD_BROKER_DIR"] = os.path.join(base, worker)
+        options = embedded.broker_transport_options()
+    elif scheme in ("redis", "rediss"):
+        prefix = os.environ.get("LOOPBOARD_BROKER_PREFIX", "") + f"{worker}:"
+        os.environ["LOOPBOARD_BROKER_PREFIX"] = prefix
+        options = {**settings.CELERY_BROKER_TRANSPORT_OPTIONS, "global_keyprefix": prefix}
+    else:
+        raise pytest.UsageError(
+            f"CELERY_BROKER_URL={settings.CELERY_BROKER_URL}: parallel tests give each worker "
+            "a filesystem or Redis broker of its own; with this broker run them one at a time "
+            "(make test TEST_WORKERS=0, or pytest -n 0)"
+        )
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
+    app.conf.broker_transport_options = options
 
 
 @pytest.fixture

@@ -24,6 +24,10 @@ from runs.services import ingest
 from tests.helpers import call, healthy_trace, looping_trace, message, native_jsonl
 
 ROOT = Path(__file__).resolve().parents[3]
+# Each pytest-xdist worker (gw0, gw1, ...) writes a worker log and beat schedule of its own.
+_XDIST = f"-{os.environ['PYTEST_XDIST_WORKER']}" if os.environ.get("PYTEST_XDIST_WORKER") else ""
+WORKER_LOG = ROOT / "var" / f"test-worker{_XDIST}.log"
+BEAT_SCHEDULE = ROOT / "var" / f"test-beat-schedule{_XDIST}"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 
@@ -69,8 +73,8 @@ def stop_worker(process: subprocess.Popen) -> None:
 
 @pytest.fixture
 def worker():
-    """A worker process for one test, its log in var/test-worker.log."""
-    log = ROOT / "var" / "test-worker.log"
+    """A worker process for one test, its log in WORKER_LOG."""
+    log = WORKER_LOG
     log.parent.mkdir(exist_ok=True)
     with open(log, "wb") as out:
         process = start_worker(out, LOOPBOARD_STALE_SECONDS="5")
@@ -87,7 +91,7 @@ def wait_for(trace: Trace, status: str, timeout: float = 60) -> Trace:
         if trace.status == status or trace.status == Trace.Status.FAILED:
             break
         time.sleep(0.3)
-    log = (ROOT / "var" / "test-worker.log").read_text(errors="replace")[-3000:]
+    log = WORKER_LOG.read_text(errors="replace")[-3000:] if WORKER_LOG.exists() else ""
     assert trace.status == status, f"trace is {trace.status}: {trace.error}\nworker log:\n{log}"
     return trace
 
@@ -133,11 +137,11 @@ def orphan_trace(project, data: bytes, name: str, status: str = Trace.Status.REC
 
 
 def test_periodic_recovery_picks_up_lost_work_without_a_restart(project):
-    log = ROOT / "var" / "test-worker.log"
+    log = WORKER_LOG
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "loopboard.celery", "worker", "--pool", "solo",
-             "--beat", "--schedule", str(ROOT / "var" / "test-beat-schedule"),
+             "--beat", "--schedule", str(BEAT_SCHEDULE),
              "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             env=worker_env(LOOPBOARD_STALE_SECONDS="1", LOOPBOARD_RECOVERY_SECONDS="1"),
@@ -156,7 +160,7 @@ def test_a_worker_killed_mid_import_leaves_exactly_one_run_with_every_step(proje
     data = native_jsonl(
         message("user", "go"), *[call("read", {"n": i}, "x") for i in range(steps - 1)]
     )
-    log = ROOT / "var" / "test-worker.log"
+    log = WORKER_LOG
     with open(log, "wb") as out:
         first = start_worker(out, LOOPBOARD_STALE_SECONDS="1")
         trace, _ = ingest.store_trace(project, data, name="big.jsonl")
@@ -197,7 +201,7 @@ def test_a_policy_change_reanalyzes_on_the_bulk_queue_which_workers_consume(work
 
 
 def test_thirty_multi_run_uploads_on_two_worker_processes_all_end_analyzed(project):
-    log = ROOT / "var" / "test-worker.log"
+    log = WORKER_LOG
     with open(log, "wb") as out:
         workers = [start_worker(out) for _ in range(2)]
         try:
