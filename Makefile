@@ -1,13 +1,20 @@
 # loopboard: `make run` starts everything, `make test` runs the whole test suite.
 VENV := .venv
 PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test conformance conformance-node lint format bench screenshots clean speedups
 
-$(STAMP): pyproject.toml
+## What `make run` needs: loopboard and the compiler of its engine (the test packages, about
+## as many again, come with the first `make test`).
+$(RUN_STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$(PYTHON="$(PYTHON)" scripts/find-python) && $$py -m venv $(VENV); }
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[speed]'
+	@touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(PY) -m pip install --quiet -e '.[test,speed]'
 	@touch $(STAMP)
 
@@ -15,8 +22,11 @@ $(STAMP): pyproject.toml
 speedups: $(STAMP)
 	$(PY) scripts/build_speedups.py
 
-## Set up (virtualenv, install, migrate, demo data) and start web server + worker.
-run: speedups
+## Set up (virtualenv, install, migrate, demo data) and start web server + worker. A missing
+## or stale compiled engine is built in the background (var/speedups.log): this start serves
+## with the plain Python engine, the next one loads the compiled engine.
+run: $(RUN_STAMP)
+	@$(PY) scripts/build_speedups.py --background
 	$(VENV)/bin/loopboard serve
 
 ## axe-core (pinned in tests/e2e/axe/package-lock.json) for the browser tests' accessibility checks.
@@ -29,11 +39,19 @@ $(AXE): tests/e2e/axe/package.json tests/e2e/axe/package-lock.json
 	@touch $(AXE)
 
 ## Set up and run the whole test suite (DATABASE_URL / CELERY_BROKER_URL when set,
-## the embedded PostgreSQL and filesystem broker otherwise).
+## the embedded PostgreSQL and filesystem broker otherwise): in parallel on TEST_WORKERS
+## pytest-xdist workers (auto: one per core; 0 runs serially), each with its own database and
+## broker, then SERIAL_TESTS alone (the outage test restarts the PostgreSQL cluster).
+## JUNIT=path/name writes name.xml and name-serial.xml.
+TEST_WORKERS ?= auto
+SERIAL_TESTS := tests/e2e/test_outage.py
+TEST_PYTEST := LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest
 test: speedups $(AXE)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	LOOPBOARD_BROKER_DIR=$${LOOPBOARD_BROKER_DIR:-var/test-broker} $(VENV)/bin/pytest --ignore=tests/conformance $(PYTEST_ARGS)
+	$(TEST_PYTEST) -n $(TEST_WORKERS) --dist worksteal --ignore=tests/conformance \
+	  $(SERIAL_TESTS:%=--ignore=%) $(if $(JUNIT),--junitxml=$(JUNIT).xml) $(PYTEST_ARGS)
+	$(TEST_PYTEST) $(SERIAL_TESTS) $(if $(JUNIT),--junitxml=$(JUNIT)-serial.xml) $(PYTEST_ARGS)
 
 ## The conformance suite: real agent frameworks (each virtualenv in var/conformance/<name>,
 ## built from tests/conformance/requirements/<name>.txt, stamped so a second run installs
