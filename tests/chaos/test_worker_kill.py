@@ -41,7 +41,7 @@ def test_a_worker_killed_mid_import_then_restarted_analyzes_the_trace_exactly_on
     board.warm_up()  # its pools take work (they start after the banner), then measure
     seconds = board.measure(NAME, "after the restart, the killed import redone", BOUND)
     done = board.wait_analyzed("alpha", big, timeout=900)
-    assert done["error"] == "" and len(done["run_ids"]) == RUNS, done
+    assert done["error"] == "", done
     runs, names, steps, pending = board.sql(
         "SELECT count(*), count(DISTINCT external_id), sum(step_count),"
         " count(*) FILTER (WHERE analyzed_at IS NULL OR verdict = 'pending')"
@@ -66,14 +66,19 @@ def test_a_worker_killed_mid_import_then_restarted_analyzes_the_trace_exactly_on
         big,
     )[0][0]
     assert doubled == 0
-    issue_runs, counted = board.sql(
-        "SELECT (SELECT count(*) FROM runs_issuerun ir JOIN runs_run r ON r.id = ir.run_id"
-        "        WHERE r.trace_id = %s),"
-        " (SELECT coalesce(sum(run_count), 0) FROM runs_loopissue i"
-        "  JOIN runs_project p ON p.id = i.project_id WHERE p.slug = 'alpha')",
+    miscounted = board.sql(
+        "SELECT i.id, i.run_count, count(ir.id) FROM runs_loopissue i"
+        " JOIN runs_project p ON p.id = i.project_id"
+        " LEFT JOIN runs_issuerun ir ON ir.issue_id = i.id"
+        " WHERE p.slug = 'alpha' GROUP BY i.id HAVING i.run_count <> count(ir.id)"
+    )
+    assert miscounted == []  # each issue counts each of its runs once
+    issue_runs = board.sql(
+        "SELECT count(*) FROM runs_issuerun ir JOIN runs_run r ON r.id = ir.run_id"
+        " WHERE r.trace_id = %s",
         big,
-    )[0]
-    assert issue_runs == counted == loops  # each looping run counted once in its issue
+    )[0][0]
+    assert issue_runs == loops  # each looping run of the trace is in one issue, once
     status, error, attempts = board.sql(
         "SELECT status, error, import_attempts FROM runs_trace WHERE id = %s", big
     )[0]
