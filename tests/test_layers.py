@@ -69,8 +69,6 @@ def offending(importer_prefix: str, forbidden: tuple[str, ...], allow: tuple[str
 
 # (importer, imported): why this import waits until a function runs.
 LAZY = {
-    # The tasks import services, whose models need the app registry: Django's ready().
-    ("runs.apps", "runs.tasks"): "registers the tasks once the apps are loaded",
     # An agent runs `loopboard hook AGENT PHASE` twice per tool call; install, uninstall and
     # status (argparse and the settings files) load only when one of them is asked for.
     ("loopboard.cli.hook", "loopboard.cli.hook_install"): "keeps the hook an agent runs lean",

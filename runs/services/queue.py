@@ -23,13 +23,21 @@ from loopboard.celery import app
 from runs import task_names as names
 
 
-def _send_on_commit(name: str, *args, **options) -> None:
-    """Send the task registered under `name` once the current transaction commits.
+def _task(name: str, args: tuple = ()):  # type: ignore[no-untyped-def]
+    """Return a signature of the task registered under `name`.
 
-    A signature by name goes through the registered task's own `apply_async` (its options,
-    and eager mode in tests); in a process that has not registered it, through `send_task`.
+    The first time a process sends a task, Celery's lazy autodiscovery
+    (`loopboard/celery.py`) imports `runs.tasks`, as a worker does at start: a signature of a
+    registered task goes through its own `apply_async` (its options, and eager mode in tests).
     """
-    transaction.on_commit(functools.partial(app.signature(name).apply_async, args, **options))
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    return app.signature(name, args)
+
+
+def _send_on_commit(name: str, *args, **options) -> None:
+    """Send the task registered under `name` once the current transaction commits."""
+    transaction.on_commit(functools.partial(_task(name).apply_async, args, **options))
 
 
 def queue_ingest(trace_ids: Iterable[int]) -> None:
@@ -90,7 +98,7 @@ def queue_rate_rules(rule_ids: Iterable[int], now: datetime) -> None:
     """Measure each of these rate rules at `now`, a task per rule (at once: beat is in no
     transaction)."""
     for rule_id in rule_ids:
-        app.signature(names.EVALUATE_RATE_RULE, (rule_id, now.isoformat())).apply_async()
+        _task(names.EVALUATE_RATE_RULE, (rule_id, now.isoformat())).apply_async()
 
 
 def queue_live_issues(run_id: int) -> None:
