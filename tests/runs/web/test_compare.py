@@ -16,26 +16,11 @@ from runs.services.compare import Row
 from runs.web import compare as compare_page
 from tests.helpers import call, message
 from tests.runs.services.test_compare import stored
+from tests.runs.web.conftest import work
 
 pytestmark = pytest.mark.django_db
 
 HX = {"HX-Request": "true"}
-
-
-def work(n, start=0):
-    return [
-        call("read_file", {"path": f"src/m{k}.py"}, f"text {k}") for k in range(start, start + n)
-    ]
-
-
-@pytest.fixture
-def pair(project, process):
-    """A run that loops on web_search, then the same task's run with the loop fixed."""
-    loop = [call("web_search", {"query": "same"}, {"results": []}) for _ in range(8)]
-    looping = stored(process, project, [message("user", "find it"), *work(3), *loop], "task-7")
-    fixed_events = [message("user", "find it"), *work(3), loop[0], call("answer", {"a": 1}, "ok")]
-    fixed = stored(process, project, fixed_events, "task-8")
-    return looping, fixed
 
 
 def opened(client, url, data=None, **kwargs):

@@ -17,27 +17,12 @@ from django.utils import timezone
 from runs.models import CompareJob
 from runs.services import analysis, recovery
 from runs.services import compare as compare_service
-from tests.helpers import at_once, call, message
+from tests.helpers import at_once
 from tests.runs.services.test_compare import stored
 from tests.runs.services.test_worker import start_worker, stop_worker
+from tests.runs.web.conftest import work
 
 HX = {"HX-Request": "true"}
-
-
-def work(n, start=0):
-    return [
-        call("read_file", {"path": f"src/m{k}.py"}, f"text {k}") for k in range(start, start + n)
-    ]
-
-
-@pytest.fixture
-def pair(project, process):
-    """A run that loops on web_search, then the same task's run with the loop fixed."""
-    loop = [call("web_search", {"query": "same"}, {"results": []}) for _ in range(8)]
-    looping = stored(process, project, [message("user", "find it"), *work(3), *loop], "task-7")
-    fixed_events = [message("user", "find it"), *work(3), loop[0], call("answer", {"a": 1}, "ok")]
-    fixed = stored(process, project, fixed_events, "task-8")
-    return looping, fixed
 
 
 def urls(left, right) -> dict[str, str]:
