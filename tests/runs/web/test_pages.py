@@ -297,8 +297,10 @@ def test_tuning_save_records_the_change_and_reanalyzes_affected_runs(
     from runs import tasks
     from runs.services import analysis
 
-    monkeypatch.setattr(
-        tasks.analyze_run, "apply_async", lambda args, kwargs=None, **_: analysis.analyze_run(*args)
+    monkeypatch.setattr(  # a policy change re-analyzes in batches (services/queue.py)
+        tasks.reanalyze_runs,
+        "apply_async",
+        lambda args, kwargs=None, **_: analysis.analyze_batch(*args, again=True),
     )
     two = process(project, looping_trace(2, tool="slow_search"), name="two.jsonl").runs.get()
     other = process(project, healthy_trace(), name="fine.jsonl").runs.get()
