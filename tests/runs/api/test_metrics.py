@@ -255,13 +255,16 @@ def test_the_operator_scrape_shows_the_redis_queue_depth(client, settings):
     url = configured if configured.startswith("redis://") else "redis://127.0.0.1:6379/14"
     settings.CELERY_BROKER_URL = url
     broker = redis.Redis.from_url(url)
-    lists = ("interactive", "celery", "bulk", "delivery", "interactive\x06\x166")
+    # kombu names every list with the broker's key prefix (one per pytest-xdist worker)
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    names = ("interactive", "celery", "bulk", "delivery", "interactive\x06\x166")
+    lists = [prefix + name for name in names]
     broker.delete(*lists)
     try:
-        broker.rpush("interactive", b"task-1", b"task-2")
-        broker.rpush("interactive\x06\x166", b"task-3")  # a priority-6 message
-        broker.rpush("celery", b"task-4")  # left in the old queue
-        broker.rpush("delivery", b"task-5")
+        broker.rpush(prefix + "interactive", b"task-1", b"task-2")
+        broker.rpush(prefix + "interactive\x06\x166", b"task-3")  # a priority-6 message
+        broker.rpush(prefix + "celery", b"task-4")  # left in the old queue
+        broker.rpush(prefix + "delivery", b"task-5")
         samples = scrape(client, TOKEN)
         assert value(samples, "loopboard_queue_depth", queue="interactive") == 4
         assert value(samples, "loopboard_queue_depth", queue="bulk") == 0
