@@ -5,6 +5,7 @@ a real local receiver that trickles its answer a byte at a time, and a real work
 
 from __future__ import annotations
 
+import select
 import socket
 import subprocess
 import sys
@@ -54,7 +55,11 @@ class Trickler:
             client.recv(65536)
             for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" * 1000:
                 client.sendall(bytes([byte]))
-                time.sleep(self.every)
+                # wait between bytes, but see at once a client that hung up (it reads as
+                # b""): a connection counts as open only while its client holds it
+                readable, _, _ = select.select([client], [], [], self.every)
+                if readable and not client.recv(65536):
+                    break
         except OSError:
             pass
         finally:
