@@ -7,7 +7,8 @@ agent). The rule, for every format:
   none or its parent is not in the run;
 - a lane opens only where the evidence says another actor: at a step an importer has marked
   with a lane of its own (an agent span nested in another agent, a sidechain, a thread, an
-  agent id: see each importer), and at the first step under a call that starts a sub-agent
+  agent id, OTLP agent spans of different identities that overlap in time: see each
+  importer), and at the first step under a call that starts a sub-agent
   (``Task``, ``Agent``, ``spawn_agent``…: ``kit.starts_subagent``), whose lane is
   named after that call;
 - everything else inherits: intermediate spans that wrap each step of one agent (a turn, a

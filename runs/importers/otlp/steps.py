@@ -487,6 +487,7 @@ class Collector:
         if not self.agents:
             return
         by_id = {step.id: step for step in run.steps if step.id}
+        outermost: list[Step] = []  # agent spans with no agent above them
         for step in run.steps:
             who = self.agents.get(id(step))
             if who is None or step.lane is not None:
@@ -499,6 +500,31 @@ class Collector:
                         step.lane = f"agent:{step.id}"
                     break
                 parent, hops = by_id.get(parent.parent_id), hops + 1
+            else:
+                outermost.append(step)
+        self._open_concurrent_lanes(outermost)
+
+    def _open_concurrent_lanes(self, outermost: list[Step]) -> None:
+        """Give outermost agent spans that overlap in time an agent of another identity each a
+        lane of their own: agents that run side by side (under a workflow span, say).
+
+        Neither is the main agent then: each lane starts from what the main lane had seen, not
+        from the other agent's calls. Agents one after another (a handoff) and the spans of one
+        agent stay one lane: only time overlap is evidence of concurrency.
+        """
+        timed = sorted(
+            (s for s in outermost if s.started_at is not None and s.ended_at is not None),
+            key=lambda s: s.started_at,
+        )
+        running: list[Step] = []  # agent spans not yet ended at the current start
+        for step in timed:
+            running = [other for other in running if other.ended_at > step.started_at]
+            who = self.agents[id(step)]
+            beside = [other for other in running if self.agents[id(other)] != who]
+            if beside:
+                for agent in (step, *beside):
+                    agent.lane = agent.lane or f"agent:{agent.id}"
+            running.append(step)
 
     def _order(self, run: Run) -> None:
         last = float("-inf")
