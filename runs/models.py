@@ -12,6 +12,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.db.models.functions import Coalesce, TruncDate
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 from django.urls import reverse
@@ -306,6 +307,12 @@ class Run(models.Model):
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
             models.Index(fields=["-stall_score", "-id"], name="run_stall"),
             models.Index(fields=["-waste_steps", "-id"], name="run_waste"),
+            # The Overview counts runs per day of their own start (received, without one).
+            models.Index(
+                "project",
+                TruncDate(Coalesce("started_at", "created_at")),
+                name="run_project_day",
+            ),
             # Recovery looks for runs left pending every minute: only those are indexed.
             models.Index(
                 fields=["created_at"], name="run_pending", condition=models.Q(verdict="pending")

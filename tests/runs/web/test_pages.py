@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs.models import PolicyChange, Run, ToolPolicy
@@ -240,6 +242,21 @@ def test_overview_counts_only_the_users_projects(client_in, project, other_proje
     process(other_project, looping_trace(5, tool="secret_tool"))
     html = html_of(client_in.get(reverse("runs:overview")))
     assert "secret_tool" not in html
+
+
+def test_overview_counts_runs_per_day_from_the_project_day_index(client_in, runs):
+    """The per-day chart's query matches the expression of the index `run_project_day`
+    (migration 0029), so a year of runs is not scanned to draw 30 days."""
+    with CaptureQueriesContext(connection) as queries:
+        client_in.get(reverse("runs:overview"))
+    (per_day,) = [
+        q["sql"] for q in queries if "AT TIME ZONE" in q["sql"] and "GROUP BY" in q["sql"]
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + per_day)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "run_project_day" in plan, plan
 
 
 # ---- tuning ---------------------------------------------------------------------------------
