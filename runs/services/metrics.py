@@ -160,12 +160,14 @@ def _run_families(projects: list[Figures]) -> Iterator[Metric]:
     )
     tokens = GaugeMetricFamily(
         "loopboard_waste_tokens",
-        "Tokens spent after the first warning, summed over the runs stored now.",
+        "Tokens the loops spent from their warnings on (their own iterations), summed over the "
+        "runs stored now.",
         labels=["project"],
     )
     cost = GaugeMetricFamily(
         "loopboard_waste_cost_dollars",
-        "Cost after the first warning (as the traces report it), summed over the runs stored now.",
+        "Cost of the loops from their warnings on (as the traces report it), summed over the "
+        "runs stored now.",
         labels=["project"],
     )
     live = GaugeMetricFamily(

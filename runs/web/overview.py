@@ -22,7 +22,8 @@ DAYS = 30
 
 
 def figures(user, days: int = DAYS) -> dict:
-    """Return totals and charts: runs per day, top looping tools, waste by tool and detector."""
+    """Return the totals over every stored run, and the charts of the last `days` days: runs
+    per day, top looping tools, waste by tool and detector."""
     project_ids = list(access.projects_for(user).values_list("pk", flat=True))
     runs = Run.objects.filter(project_id__in=project_ids)
     flagged_q = Q(verdict__in=["warn", "stop"])
@@ -38,20 +39,23 @@ def figures(user, days: int = DAYS) -> dict:
     today = timezone.localdate()
     first = today - timedelta(days=days - 1)
     # A run's day is its own start time where the trace has one, as the runs list and
-    # Issues show it; the time it was received otherwise.
+    # Issues show it; the time it was received otherwise (index run_project_day).
+    window = runs.annotate(day=TruncDate(Coalesce("started_at", "created_at"))).filter(
+        day__gte=first
+    )
     per_day = {
         row["day"]: row
-        for row in runs.annotate(day=TruncDate(Coalesce("started_at", "created_at")))
-        .filter(day__gte=first)
-        .values("day")
-        .annotate(total=Count("id"), flagged=Count("id", filter=flagged_q))
+        for row in window.values("day").annotate(
+            total=Count("id"), flagged=Count("id", filter=flagged_q)
+        )
     }
     series = []
     for i in range(days):
         day = first + timedelta(days=i)
         row = per_day.get(day, {})
         series.append((day, row.get("total", 0), row.get("flagged", 0)))
-    findings = Finding.objects.filter(run__project_id__in=project_ids).exclude(severity="info")
+    # The loop charts cover the same days: a year of findings is not joined to draw them.
+    findings = Finding.objects.filter(run__in=window.values("pk")).exclude(severity="info")
     by_tool = list(
         findings.exclude(tool="")
         .values("tool")

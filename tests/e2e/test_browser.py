@@ -69,7 +69,7 @@ def test_upload_inspect_and_tune_a_stuck_run(
     expect(row.locator("svg.strip")).to_be_visible()
     row.get_by_role("link", name="stuck-research.jsonl").click()
     expect(page.locator(".page-head .badge--stop")).to_be_visible()
-    expect(page.locator(".waste")).to_contain_text("After the first warning")
+    expect(page.locator(".waste")).to_contain_text("Wasted in loops")
 
     # Click a finding: its steps (here the folded band) are highlighted.
     finding = page.locator(".finding").first

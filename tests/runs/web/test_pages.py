@@ -114,7 +114,7 @@ def test_run_header_shows_waste_and_metadata(client_in, project, process):
     run = process(project, native_jsonl(*events)).runs.get()
     Run.objects.filter(pk=run.pk).update(metadata={"model": "gpt-test", "agent": "<b>bot</b>"})
     html = html_of(client_in.get(run.get_absolute_url()))
-    assert "After the first warning" in html
+    assert "Wasted in loops" in html
     assert "gpt-test" in html and "&lt;b&gt;bot&lt;/b&gt;" in html
     assert "Duration" in html and "1m 00s" in html
 
@@ -244,19 +244,35 @@ def test_overview_counts_only_the_users_projects(client_in, project, other_proje
     assert "secret_tool" not in html
 
 
+def test_overview_charts_cover_the_last_30_days_and_the_totals_every_run(
+    client_in, project, process
+):
+    old = native_jsonl(
+        message("user", "find it", ts=1_600_000_000),  # 2020: outside the charts' 30 days
+        *[call("old_tool", {"q": "x"}, [], ts=1_600_000_000 + i) for i in range(1, 7)],
+    )
+    process(project, old)
+    process(project, looping_trace(6, tool="new_tool"))
+    html = html_of(client_in.get(reverse("runs:overview")))
+    assert "new_tool" in html and "old_tool" not in html
+    totals = re.search(r'stat__label">Runs</span><span class="stat__value">(\d+)<', html)
+    assert totals and totals.group(1) == "2"
+
+
 def test_overview_counts_runs_per_day_from_the_project_day_index(client_in, runs):
-    """The per-day chart's query matches the expression of the index `run_project_day`
-    (migration 0029), so a year of runs is not scanned to draw 30 days."""
+    """The chart queries (runs per day, and the loops of those days' runs) match the
+    expression of the index `run_project_day` (migration 0029), so a year of runs is not
+    scanned to draw 30 days."""
     with CaptureQueriesContext(connection) as queries:
         client_in.get(reverse("runs:overview"))
-    (per_day,) = [
-        q["sql"] for q in queries if "AT TIME ZONE" in q["sql"] and "GROUP BY" in q["sql"]
-    ]
+    charts = [q["sql"] for q in queries if "AT TIME ZONE" in q["sql"]]
+    assert len(charts) == 3  # runs per day, loops by tool, waste by detector
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + per_day)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "run_project_day" in plan, plan
+        for sql in charts:
+            cursor.execute("EXPLAIN " + sql)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "run_project_day" in plan, plan
 
 
 # ---- tuning ---------------------------------------------------------------------------------
