@@ -254,7 +254,8 @@ class Run(models.Model):
     tool_call_count = models.PositiveIntegerField(default=0)
     verdict = models.CharField(max_length=8, choices=Verdict, default=Verdict.PENDING)
     stall_score = models.FloatField(default=0)
-    # Waste: what the steps after the first warning cost (None when the trace lacks it).
+    # Waste: what the loops cost from their warnings on, their own iterations only (README,
+    # "waste"; None when the trace lacks it).
     waste_steps = models.PositiveIntegerField(default=0)
     waste_tokens = models.BigIntegerField(null=True, blank=True)
     waste_cost = models.FloatField(null=True, blank=True)
