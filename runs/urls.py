@@ -3,6 +3,7 @@ from django.urls import path
 from .web import (
     bulk,
     compare,
+    find,
     issues,
     latency,
     overview,
@@ -26,6 +27,7 @@ urlpatterns = [
     path("runs/<int:run_id>/tree/", run_page.run_tree, name="tree"),
     path("runs/<int:run_id>/ledger/", run_page.run_ledger, name="ledger"),
     path("runs/<int:run_id>/time/", latency.run_latency, name="latency"),
+    path("runs/<int:run_id>/find/", find.run_find, name="find"),
     path("runs/<int:run_id>/compare/", compare.compare_pick, name="compare_pick"),
     path("runs/<int:run_id>/compare/<int:other_id>/", compare.compare, name="compare"),
     path(

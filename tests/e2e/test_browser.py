@@ -191,6 +191,24 @@ def test_select_two_runs_on_the_list_and_compare_them(
     expect(page.locator(".notice--error")).to_have_text("Select exactly two runs to compare them.")
 
 
+def test_find_a_word_in_a_run_and_open_the_step_that_holds_it(
+    live_server, page, staff_login, process_inline
+):
+    run = process_inline(staff_login, stuck_trace())
+    page.goto(live_server.url + run.get_absolute_url())
+    box = page.get_by_role("searchbox", name="Find in this run")
+    box.fill("release DATE")
+    box.press("Enter")
+    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/find/\?q=release\+DATE$"))
+    expect(page.get_by_role("heading", name=re.compile("Steps that hold"))).to_contain_text(
+        "6 steps"
+    )
+    expect(page.locator(".find-list mark").first).to_have_text("release date")
+    page.get_by_role("link", name="#4", exact=True).click()
+    expect(page).to_have_url(re.compile(rf"/runs/{run.pk}/steps/4/$"))
+    expect(page.locator("main")).to_contain_text("PostgreSQL 18 release date")
+
+
 def test_plain_links_work_without_javascript(live_server, browser, staff_login, process_inline):
     run = process_inline(staff_login, stuck_trace())
     context = browser.new_context(java_script_enabled=False)

@@ -1,0 +1,79 @@
+"""Find in a run: the steps whose tool, arguments, result or text hold the query."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from runs.models import Step
+from runs.web import find
+from tests.helpers import call, message, native_jsonl
+
+
+def _run(process, project):
+    trace = native_jsonl(
+        message("user", "Fix the flaky <script>alert(1)</script> test"),
+        call("read_file", {"path": "src/Payments.py"}, "def charge(): ..."),
+        call("bash", {"command": "pytest -k payments"}, "FAILED test_charge", status="error"),
+        call("read_file", {"path": "README.md"}, "nothing about it"),
+        message("assistant", "The PAYMENTS module needs a retry."),
+    )
+    return process(project, trace).runs.get()
+
+
+def test_finds_a_query_in_arguments_results_and_text_whatever_its_case(client_in, project, process):
+    run = _run(process, project)
+    html = client_in.get(reverse("runs:find", args=[run.pk]), {"q": "payments"}).content.decode()
+    assert "3 steps" in html  # two arguments and a message say it; the user did not
+    for seq in (1, 2, 4):
+        assert reverse("runs:step", args=[run.pk, seq]) in html
+    assert "<mark>Payments</mark>" in html and "<mark>PAYMENTS</mark>" in html
+    assert reverse("runs:step", args=[run.pk, 3]) not in html
+
+
+def test_finds_a_tool_name_and_says_when_nothing_matches(client_in, project, process):
+    run = _run(process, project)
+    url = reverse("runs:find", args=[run.pk])
+    html = client_in.get(url, {"q": "READ_FILE"}).content.decode()
+    assert "2 steps" in html and "· tool" in html
+    html = client_in.get(url, {"q": "charge"}).content.decode()
+    assert "2 steps" in html and html.count("· result") == 2
+    assert "No step of this run holds that text" in client_in.get(url, {"q": "zebra"}).text
+
+
+def test_trace_text_and_the_query_are_escaped(client_in, project, process):
+    run = _run(process, project)
+    url = reverse("runs:find", args=[run.pk])
+    html = client_in.get(url, {"q": "<script>"}).content.decode()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert "<mark>&lt;script&gt;</mark>alert(1)" in html
+
+
+def test_like_wildcards_and_nul_are_searched_as_text(client_in, project, process):
+    run = _run(process, project)
+    url = reverse("runs:find", args=[run.pk])
+    assert "No step of this run holds that text" in client_in.get(url, {"q": "%"}).text
+    response = client_in.get(url, {"q": "pay\x00ments"})
+    assert response.status_code == 200 and "3 steps" in response.text
+
+
+def test_lists_at_most_the_first_matches_and_says_there_are_more(
+    client_in, project, process, monkeypatch
+):
+    monkeypatch.setattr(find, "MAX_MATCHES", 2)
+    run = _run(process, project)
+    html = client_in.get(reverse("runs:find", args=[run.pk]), {"q": "a"}).content.decode()
+    assert "the first 2; narrow the search" in html
+    assert html.count('class="find-list__item') == 2
+
+
+def test_another_project_s_run_is_not_found(client_in, other_project, process):
+    run = _run(process, other_project)
+    response = client_in.get(reverse("runs:find", args=[run.pk]), {"q": "payments"})
+    assert response.status_code == 404
+
+
+def test_every_run_page_has_the_find_box(client_in, project, process):
+    run = _run(process, project)
+    html = client_in.get(run.get_absolute_url()).content.decode()
+    assert f'action="{reverse("runs:find", args=[run.pk])}"' in html
+    assert Step.objects.filter(run=run).count() == 5
