@@ -67,12 +67,9 @@ def offending(importer_prefix: str, forbidden: tuple[str, ...], allow: tuple[str
     )
 
 
-# (importer, imported): why this import waits until a function runs.
-LAZY = {
-    # An agent runs `loopboard hook AGENT PHASE` twice per tool call; install, uninstall and
-    # status (argparse and the settings files) load only when one of them is asked for.
-    ("loopboard.cli.hook", "loopboard.cli.hook_install"): "keeps the hook an agent runs lean",
-}
+# (importer, imported): why this import waits until a function runs. None today: the lean
+# hook entry point is chosen by the dispatcher in loopboard/cli/__init__.py instead.
+LAZY: dict[tuple[str, str], str] = {}
 
 
 def is_type_checking(test: ast.expr) -> bool:

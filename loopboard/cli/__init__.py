@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: loopboard COMMAND [options]\n\ncommands:\n" + "\n".join(lines))
         return 0 if args and args[0] in ("-h", "--help") else 2
     module = importlib.import_module(COMMANDS[args[0]][0])
+    if args[0] == "hook" and not module.is_hook_call(args[1:]):
+        # install / uninstall / status: argparse and the settings files, which the hook an
+        # agent runs twice per tool call never loads
+        module = importlib.import_module("loopboard.cli.hook_install")
     try:
         return module.main(args[1:])
     except BrokenPipeError:  # the reader went away (`loopboard scan … | head`): stop quietly

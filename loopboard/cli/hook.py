@@ -13,7 +13,8 @@ on stderr once per session. Each request has an overall deadline (LOOPBOARD_HOOK
 
 The agent runs a hook twice per tool call, so this module is the lean entry point: it
 imports only `json`, `os`, `sys` and the standard-library live client (not even `typing`). `install`,
-`uninstall` and `status` live in `hook_install`, imported only when one of them is asked for.
+`uninstall` and `status` live in `hook_install`, which `loopboard.cli` loads only when one of
+them is asked for.
 
 A recorded step's identity is the agent's own call id (`tool_use_id`) when the payload has
 one, so a retried hook is stored once; without one the step has no id and the live run's
@@ -240,14 +241,20 @@ def session_of(raw: str) -> str:
     return str(payload.get("session_id") or payload.get("conversation_id") or "")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`loopboard hook AGENT PHASE` runs a hook; anything else is install/uninstall/status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) >= 2 and args[0] in AGENT_NAMES and args[1] in PHASES:
-        return hook(args[0], args[1])
-    from loopboard.cli import hook_install
+def is_hook_call(args: list[str]) -> bool:
+    """Whether `loopboard hook ARGS` is an agent running a hook (`AGENT PHASE`), not
+    install, uninstall or status (which `loopboard.cli` sends to `hook_install`)."""
+    return len(args) >= 2 and args[0] in AGENT_NAMES and args[1] in PHASES
 
-    return hook_install.main(args)
+
+def main(argv: list[str] | None = None) -> int:
+    """`loopboard hook AGENT PHASE`: run the hook."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not is_hook_call(args):
+        agents, phases = "|".join(AGENT_NAMES), "|".join(PHASES)
+        print(f"usage: loopboard hook {{{agents}}} {{{phases}}}", file=sys.stderr)
+        return 2
+    return hook(args[0], args[1])
 
 
 if __name__ == "__main__":

@@ -391,7 +391,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """install / uninstall / status (`loopboard hook AGENT PHASE` is `hook.main`'s)."""
+    """install / uninstall / status (`loopboard hook AGENT PHASE` is `hook.main`'s; the
+    dispatcher in `loopboard.cli` picks which)."""
     parser = argparse.ArgumentParser(
         prog="loopboard hook", description="guard a coding agent through its hooks"
     )
