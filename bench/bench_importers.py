@@ -250,6 +250,29 @@ def write_native(out: IO[bytes], target: int) -> None:
         run += 1
 
 
+SESSION_RESULT = (RESULT + "\n") * 11  # ~3.4 KB: a file read, a listing
+
+
+def write_native_session(out: IO[bytes], target: int) -> None:
+    """One run (no run_id: the file is the session) of ~3.7 KB steps: a user message every
+    200 steps, calls that each read a file of their own, and every 1,000 steps the same
+    failing call five times over (a loop the engine finds)."""
+    seq = 0
+    while out.tell() < target:
+        if seq % 200 == 0:
+            line: dict = {"type": "message", "role": "user", "content": f"next task {seq}"}
+        elif seq % 1000 < 5:
+            line = {"type": "tool_call", "tool": "run_tests", "args": {"path": "tests/"},
+                    "result": "FAILED tests/test_a.py::test_x", "status": "error"}  # fmt: skip
+        else:
+            tool = ("read_file", "grep")[seq % 2]
+            line = {"type": "tool_call", "tool": tool, "args": {"path": f"src/m{seq}.py"},
+                    "result": f"{SESSION_RESULT} {seq}"}  # fmt: skip
+        line |= {"seq": seq, "ts": 1.7e9 + seq, "tokens_in": 1800, "tokens_out": 120}
+        out.write(json.dumps(line).encode() + b"\n")
+        seq += 1
+
+
 # --- the agent-harness whole-document formats (see the module docstring)
 
 OBSERVATION = ("drwxr-xr-x  2 root root 4096 src/module.py: line of command output\n" * 24).strip()
@@ -583,6 +606,7 @@ def write_opencode(out: IO[bytes], target: int) -> None:
 
 WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "native": ("native", write_native),
+    "native-session": ("native", write_native_session),
     "chat": ("chat", lambda out, n: write_array(out, n, chat_run)),
     "responses": ("responses", lambda out, n: write_array(out, n, responses_run)),
     "anthropic": ("anthropic", lambda out, n: write_array(out, n, anthropic_run)),
@@ -605,6 +629,85 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
 }
 
 
+def _peak_mb() -> float:
+    """This process's own peak RSS (VmHWM; ru_maxrss would carry a parent's over exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_scan(path: str, format: str) -> dict:
+    """`loopboard scan --json --format F FILE` in this process: the figures."""
+    from loopboard.cli import scan
+
+    start = time.perf_counter()
+    saved, sys.stdout = sys.stdout, open(os.devnull, "w")  # noqa: SIM115
+    try:
+        status = scan.main(["--json", "--format", format, path])
+    finally:
+        sys.stdout.close()
+        sys.stdout = saved
+    if status == 2:
+        raise SystemExit("scan failed")
+    return {"seconds": time.perf_counter() - start, "peak_mb": _peak_mb()}
+
+
+def _django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
+    os.environ.setdefault("SECRET_KEY", "bench")
+    import django
+
+    django.setup()
+
+
+BENCH_PROJECT = "bench-importers"
+
+
+def store_for_worker(path: str, format: str) -> dict:
+    """Store the file as an uploaded trace (not measured); return its id."""
+    _django()
+    from runs.models import Project
+    from runs.services import ingest, queue
+
+    queue.queue_ingest = lambda ids: None  # the measuring process imports it
+    project, _ = Project.objects.get_or_create(slug=BENCH_PROJECT, defaults={"name": "bench"})
+    with open(path, "rb") as handle:
+        trace, _ = ingest.store_trace(project, handle.read(), name=os.path.basename(path),
+                                      format=format)  # fmt: skip
+    return {"trace": trace.pk}
+
+
+def measure_worker(trace_id: str, format: str) -> dict:
+    """What the worker does with a stored trace: its import, then its analysis (the
+    messages the import sends are taken here instead of a broker's); the figures."""
+    _django()
+    from runs.models import Project, Run
+    from runs.services import analysis, deletion, ingest, queue
+
+    queued: list[int] = []
+    queue.queue_analysis = lambda ids, bulk=False: queued.extend(ids)
+    queue.queue_batch = lambda ids, again=False: queued.extend(ids)
+    queue.queue_alerts = lambda *args, **kwargs: None
+    start = time.perf_counter()
+    ingest.ingest_trace(int(trace_id))
+    imported = time.perf_counter() - start
+    while queued:
+        batch = list(queued)
+        queued.clear()
+        analysis.analyze_batch(batch)
+    seconds = time.perf_counter() - start
+    peak = _peak_mb()
+    runs = Run.objects.filter(trace_id=int(trace_id))
+    figures = {"runs": runs.count(), "steps": sum(runs.values_list("step_count", flat=True)),
+               "seconds": seconds, "import_seconds": imported, "peak_mb": peak,
+               "verdicts": sorted(runs.values_list("verdict", flat=True))}  # fmt: skip
+    deletion.delete_runs(runs)
+    Project.objects.filter(slug=BENCH_PROJECT).delete()
+    return figures
+
+
 def measure(path: str, format: str) -> dict:
     """Parse one file (in this process) and return the figures."""
     from runs.importers import Limits, iter_runs
@@ -616,12 +719,11 @@ def measure(path: str, format: str) -> dict:
         steps += len(run.steps)
         kept = max(kept, sum(_size(s.text) + _size(s.result) + _size(s.args) for s in run.steps))
     seconds = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
         "runs": runs,
         "steps": steps,
         "seconds": seconds,
-        "peak_mb": peak_kb / 1024,
+        "peak_mb": _peak_mb(),
         "kept_mb": kept / 1e6,
     }
 
@@ -637,43 +739,77 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=60)
     parser.add_argument("--formats", default=",".join(WRITERS))
-    parser.add_argument("--measure", nargs=2, metavar=("FILE", "FORMAT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--through",
+        default="parse",
+        help="parse (iter_runs), scan (`loopboard scan`), worker (the worker's import and "
+        "analysis of a stored trace: uses the configured database), or several, comma-separated",
+    )
+    parser.add_argument("--dir", help="write the files here and keep them (reused when there)")
+    for mode in ("measure", "measure-scan", "store", "measure-worker"):
+        parser.add_argument(
+            f"--{mode}", nargs=2, metavar=("FILE", "FORMAT"), help=argparse.SUPPRESS
+        )
     args = parser.parse_args()
-    if args.measure:
-        print(json.dumps(measure(*args.measure)))
-        return
+    for mode, run in (("measure", measure), ("measure_scan", measure_scan),
+                      ("store", store_for_worker), ("measure_worker", measure_worker)):  # fmt: skip
+        if getattr(args, mode):
+            print(json.dumps(run(*getattr(args, mode))))
+            return
     print(
-        f"{'format':<15} {'MB':>7} {'runs':>7} {'steps':>9} {'s':>7} {'MB/s':>7} "
-        f"{'steps/s':>9} {'peak RSS MB':>12} {'kept MB':>8}",
+        f"{'format':<18} {'through':<7} {'MB':>7} {'runs':>6} {'steps':>9} {'s':>7} "
+        f"{'MB/s':>6} {'steps/s':>8} {'peak RSS MB':>12} {'kept MB':>8}",
         flush=True,
     )
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
+        where = args.dir or tmp
         for label in args.formats.split(","):
             format, writer = WRITERS[label]
-            path = os.path.join(tmp, f"{label}.data")
-            with open(path, "wb") as out:
-                writer(out, int(args.mb * 1024 * 1024))
+            path = os.path.join(where, f"{label}-{args.mb:g}.data")
+            if not (args.dir and os.path.exists(path)):
+                with open(path, "wb") as out:
+                    writer(out, int(args.mb * 1024 * 1024))
             size = os.path.getsize(path) / 1e6
-            done = subprocess.run(
-                [sys.executable, __file__, "--measure", path, format],
-                capture_output=True,
-                text=True,
-            )
-            os.remove(path)
-            if done.returncode != 0:  # one format failing does not hide the others' figures
-                failed = True
-                last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-                print(f"{label:<15} {size:7.1f}  failed: {last}", flush=True)
-                continue
-            r = json.loads(done.stdout)
-            print(
-                f"{label:<15} {size:7.1f} {r['runs']:7d} {r['steps']:9d} {r['seconds']:7.2f} "
-                f"{size / r['seconds']:7.1f} {r['steps'] / r['seconds']:9.0f} "
-                f"{r['peak_mb']:12.0f} {r['kept_mb']:8.1f}",
-                flush=True,
-            )
+            for through in args.through.split(","):
+                failed |= not _report(label, through, path, format, size)
+            if not args.dir:
+                os.remove(path)
     sys.exit(1 if failed else 0)
+
+
+def _child(mode: str, *values: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, __file__, f"--{mode}", *values], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise RuntimeError(last)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _report(label: str, through: str, path: str, format: str, size: float) -> bool:
+    """Measure one file one way, in a process of its own, and print its line."""
+    try:
+        if through == "parse":
+            r = _child("measure", path, format)
+        elif through == "scan":
+            r = _child("measure-scan", path, format) | {"runs": 0, "steps": 0, "kept_mb": 0}
+        elif through == "worker":
+            trace = _child("store", path, format)["trace"]
+            r = _child("measure-worker", str(trace), format) | {"kept_mb": 0}
+        else:
+            raise RuntimeError(f"unknown --through {through!r}")
+    except RuntimeError as exc:  # one format failing does not hide the others' figures
+        print(f"{label:<18} {through:<7} {size:7.1f}  failed: {exc}", flush=True)
+        return False
+    print(
+        f"{label:<18} {through:<7} {size:7.1f} {r['runs']:6d} {r['steps']:9d} "
+        f"{r['seconds']:7.2f} {size / r['seconds']:6.1f} {r['steps'] / r['seconds']:8.0f} "
+        f"{r['peak_mb']:12.0f} {r['kept_mb']:8.1f}",
+        flush=True,
+    )
+    return True
 
 
 if __name__ == "__main__":

@@ -196,22 +196,31 @@ class LedgerEntry:
 class Ledger:
     """The progress ledger of a run: one LedgerEntry per tool call, in order.
 
-    Kept as columns: the call's step and the signature strings the engine made anyway, so a
-    run of a million calls adds no million objects to allocate and for the garbage collector
-    to walk; entries are made as they are read (iterate it, index it, or take ``repeats()``).
+    Kept as columns: the call's seq, tool and status and the signature strings the engine
+    made anyway, so a run of a million calls adds no million objects to allocate and for the
+    garbage collector to walk, and keeps none of its steps (their arguments and results)
+    alive; entries are made as they are read (iterate it, index it, or take ``repeats()``).
     """
 
-    __slots__ = ("_count", "_rdig", "_repeat_of", "_sig", "_step")
+    __slots__ = ("_count", "_rdig", "_repeat_of", "_seq", "_sig", "_status", "_tool")
 
     def __init__(self) -> None:
-        self._step: list[Step] = []
+        self._seq: list[int] = []
+        self._tool: list[str] = []
+        self._status: list[str] = []
         self._sig: list[str] = []
         self._rdig: list[str] = []
         self._repeat_of: list[int | None] = []
         self._count: list[int] = []
 
     def add(self, step: Step, sig: str, rdig: str, repeat_of: int | None, count: int) -> None:
-        self._step.append(step)
+        tool = step.tool or "?"
+        if self._tool and self._tool[-1] == tool:
+            tool = self._tool[-1]  # one string for a tool called again
+        status = step.status
+        self._seq.append(step.seq)
+        self._tool.append(tool)
+        self._status.append(status if status in _FAILED else "ok")
         self._sig.append(sig)
         self._rdig.append(rdig)
         self._repeat_of.append(repeat_of)
@@ -219,12 +228,13 @@ class Ledger:
 
     def copy(self) -> Ledger:
         twin = Ledger()
-        twin._step, twin._sig, twin._rdig = list(self._step), list(self._sig), list(self._rdig)
+        twin._seq, twin._tool, twin._status = list(self._seq), list(self._tool), list(self._status)
+        twin._sig, twin._rdig = list(self._sig), list(self._rdig)
         twin._repeat_of, twin._count = list(self._repeat_of), list(self._count)
         return twin
 
     def __len__(self) -> int:
-        return len(self._step)
+        return len(self._seq)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ledger):
@@ -234,25 +244,24 @@ class Ledger:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<Ledger of {len(self._step)} calls>"
+        return f"<Ledger of {len(self._seq)} calls>"
 
     def entry(self, index: int) -> LedgerEntry:
-        step, sig = self._step[index], self._sig[index]
-        status = step.status if step.status in _FAILED else "ok"
+        sig, status = self._sig[index], self._status[index]
         return LedgerEntry(
-            step.seq, step.tool or "?", sig, f"{sig}:{self._rdig[index]}:{status}",
+            self._seq[index], self._tool[index], sig, f"{sig}:{self._rdig[index]}:{status}",
             self._repeat_of[index], self._count[index],
         )  # fmt: skip
 
     def __getitem__(self, index: int) -> LedgerEntry:
         if index < 0:
-            index += len(self._step)
-        if not 0 <= index < len(self._step):
+            index += len(self._seq)
+        if not 0 <= index < len(self._seq):
             raise IndexError("ledger index out of range")
         return self.entry(index)
 
     def __iter__(self) -> Iterator[LedgerEntry]:
-        for index in range(len(self._step)):
+        for index in range(len(self._seq)):
             yield self.entry(index)
 
     def repeats(self) -> Iterator[LedgerEntry]:

@@ -23,6 +23,7 @@ from .content import parse_time
 from .detect import Claim, Sample, share
 from .errors import TraceError, too_many_held
 from .kit import add_step, finish_run
+from .kit.spool import StepSpool
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "native"
@@ -132,9 +133,14 @@ def parse_event(obj: Any, *, source: str, line: int, limits: Limits) -> Step | N
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield one run per `run_id` (in order of first appearance), steps ordered by seq."""
+    """Yield one run per `run_id` (in order of first appearance), steps ordered by seq.
+
+    Each run's steps are spooled (kit.spool): a run of any length is read in the memory of
+    its window, and sorted by seq a chunk at a time when its lines are out of order."""
     default_id = os.path.basename(source) or "run"
     runs: dict[str, Run] = {}
+    last_seq: dict[str, int] = {}  # run id -> the seq of its latest step
+    unordered: set[str] = set()  # runs whose lines are not in the order of their seq
     held = 0
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     for number, obj in reader:
@@ -148,12 +154,16 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         run_id = str(obj.get("run_id") or default_id)
         run = runs.get(run_id)
         if run is None:
-            run = runs[run_id] = Run(id=run_id, format=name)
+            run = runs[run_id] = Run(id=run_id, format=name, steps=StepSpool())  # type: ignore[arg-type]
         add_step(run, step, limits=limits, source=source, line=number)
+        if step.seq < last_seq.get(run_id, step.seq):
+            unordered.add(run_id)
+        last_seq[run_id] = step.seq
         held += 1
         if held > limits.max_held_steps:
             raise too_many_held(limits.max_held_steps, source=source, line=number)
     reader.check_not_empty()
-    for run in runs.values():
-        run.steps.sort(key=lambda step: step.seq)  # stable: ties keep line order
+    for run_id, run in runs.items():
+        if run_id in unordered:  # stable: ties keep line order
+            run.steps = run.steps.sort_by_seq()  # type: ignore[attr-defined]
         yield finish_run(reader.skips.apply(run))

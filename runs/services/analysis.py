@@ -226,6 +226,9 @@ def finding_row(run: Run, finding: detection.Finding, index: int | None = None) 
 # a file of 20,000 runs is a chain of batches, and another upload waits for one batch at most.
 BATCH_RUNS = 500
 BATCH_STEPS = 50_000
+#: A run of more steps than this is read one chunk at a time as the engine goes (a cursor), not
+#: with the rest of its batch: a long run is analyzed in the memory of its distinct calls.
+STREAM_STEPS = 5_000
 
 
 def analyze_batch(run_ids: list[int], *, again: bool = False) -> list[int]:
@@ -250,10 +253,12 @@ def analyze_batch(run_ids: list[int], *, again: bool = False) -> list[int]:
         for run in runs:
             if run.project_id not in policies:
                 policies[run.project_id] = policy_service.engine_policy_or_default(run.project)[0]
-        steps = _steps_of([run.pk for run in runs])
+        # a run longer than a batch is read as the engine goes (a server-side cursor): a run
+        # of any length is analyzed in the memory of its distinct calls, not of its steps
+        steps = _steps_of([run.pk for run in runs if run.step_count <= STREAM_STEPS])
         for project_id, policy in policies.items():
             mine = [r for r in runs if r.project_id == project_id]
-            write(prepare([(r, steps.get(r.pk, ())) for r in mine], policy))
+            write(prepare([(r, _steps_for(r, steps)) for r in mine], policy))
         if rest:
             # the chain's heartbeat: the recovery sweep leaves a trace in progress alone
             traces = {run.trace_id for run in runs if run.trace_id}
@@ -274,6 +279,13 @@ def _split_batch(run_ids: list[int]) -> tuple[list[int], list[int]]:
         if total > BATCH_STEPS and index > 0:
             return run_ids[:index], run_ids[index:]
     return head, run_ids[len(head) :]
+
+
+def _steps_for(run: Run, read: dict[int, list[detection.Step]]) -> Iterable[detection.Step]:
+    """A run's steps: read with its batch, or, for a long run, one chunk at a time."""
+    if run.step_count > STREAM_STEPS:
+        return storage.iter_steps(run.pk)
+    return read.get(run.pk, ())
 
 
 def _steps_of(run_ids: list[int]) -> dict[int, list[detection.Step]]:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO
 
+import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
@@ -17,6 +20,7 @@ import detection
 
 from .. import importers, rawstore
 from ..importers import TraceError
+from ..importers.kit.spool import StepSpool
 from ..models import Project, Run, Step, Trace, Verdict, pack_raw
 from . import analysis, deletion, queue, storage
 from . import policy as policy_service
@@ -151,6 +155,7 @@ def _attempt(trace_id: int, *, count: bool) -> None:
             locked = (
                 Trace.objects.select_for_update(skip_locked=True)
                 .filter(pk=trace_id, status=Trace.Status.PARSING)
+                .defer("raw")  # read a chunk at a time (open_raw)
                 .first()
             )
             if locked is None:
@@ -200,17 +205,20 @@ def _store_parsed(trace: Trace, project: Project) -> None:
     engine_policy, policy_warning = policy_service.engine_policy_or_default(project)
     deletion.delete_runs(trace.runs.all())  # leftovers of an attempt that died go
     run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
-    for parsed in importers.iter_runs(
-        trace.raw_bytes(),
-        source=trace.name,
-        format=trace.declared_format or None,
-        limits=import_limits(),
-    ):
-        run = store_run(project, parsed, trace=trace, policy=engine_policy)
-        run_ids.append(run.pk)
-        skipped = max(skipped, parsed.skipped)
-        warnings = warnings or parsed.warnings
-        format_ = parsed.format
+    with open_raw(trace) as raw:
+        for parsed in importers.iter_runs(
+            raw,
+            source=trace.name,
+            format=trace.declared_format or None,
+            limits=import_limits(),
+        ):
+            run = store_run(project, parsed, trace=trace, policy=engine_policy)
+            run_ids.append(run.pk)
+            skipped = max(skipped, parsed.skipped)
+            warnings = warnings or parsed.warnings
+            format_ = parsed.format
+            if isinstance(parsed.steps, StepSpool):
+                parsed.steps.close()
     if not run_ids:
         raise TraceError("the file holds no run (no steps found)", source=trace.name)
     Trace.objects.filter(pk=trace.pk).update(
@@ -222,6 +230,45 @@ def _store_parsed(trace: Trace, project: Project) -> None:
         updated_at=timezone.now(),
     )
     queue.queue_analysis(run_ids)
+
+
+RAW_IN_MEMORY = 8 * 1024 * 1024  # a bigger trace is unpacked into a temporary file
+RAW_CHUNK = 4 * 1024 * 1024  # bytes of `Trace.raw` read from PostgreSQL at a time
+
+
+def open_raw(trace: Trace) -> IO[bytes]:
+    """Return the trace's received bytes (`Trace.raw_bytes`) as a temporary file, unpacked a
+    chunk at a time: a 1 GB trace is never held whole in memory, compressed or not. `raw` is
+    read from the database in RAW_CHUNK slices (an object outside it, whole)."""
+    if trace.raw_encoding not in ("", "zstd"):
+        raise ValueError(f"unknown raw encoding {trace.raw_encoding!r}")
+    out = tempfile.SpooledTemporaryFile(max_size=RAW_IN_MEMORY)  # noqa: SIM115 - the caller's
+    if trace.raw_encoding == "zstd":  # written out as it is unpacked, never a whole chunk's
+        with zstandard.ZstdDecompressor().stream_writer(out, closefd=False) as unpack:
+            for chunk in _packed_chunks(trace):
+                unpack.write(chunk)
+    else:
+        for chunk in _packed_chunks(trace):
+            out.write(chunk)
+    out.seek(0)
+    return out  # type: ignore[return-value]
+
+
+def _packed_chunks(trace: Trace) -> Iterator[bytes]:
+    if trace.raw_key:
+        yield rawstore.read(b"", trace.raw_key)
+        return
+    table = Trace._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT octet_length(raw) FROM {table} WHERE id = %s", [trace.pk])
+        row = cursor.fetchone()
+        size = (row[0] or 0) if row else 0
+        for start in range(0, size, RAW_CHUNK):
+            cursor.execute(
+                f"SELECT substring(raw FROM %s FOR %s) FROM {table} WHERE id = %s",
+                [start + 1, RAW_CHUNK, trace.pk],
+            )
+            yield bytes(cursor.fetchone()[0])
 
 
 def _fail(trace: Trace, message: str) -> None:
@@ -264,11 +311,12 @@ def store_runs(
     policy: detection.Policy | None = None,
     *,
     analyze: bool = False,
-) -> list[tuple[Run, list[detection.Step]]]:
+) -> list[tuple[Run, Iterable[detection.Step]]]:
     """Insert (or rebuild in place) runs and their steps, the steps with one COPY.
 
     Returns each run with its steps exactly as the engine reads them back from the database
-    (`storage.iter_steps`). With analyze=True the steps are analyzed from memory and the
+    (`storage.iter_steps`): a list, or for a spooled run (kit.spool) an iterable that reads
+    the spool again, so that a run of any length is COPYed as it is read. With analyze=True the steps are analyzed from memory and the
     results written too (`analysis.write`), new runs inserted with their summary at once.
     The caller's transaction is the unit; an entry whose `run_id` no longer exists is
     inserted.
@@ -290,10 +338,8 @@ def store_runs(
         else:
             fresh.append(run)
         out.append(run)
-    rows = [[storage.step_values(None, step, policy) for step in e.parsed.steps] for e in entries]
-    stored = [
-        (run, [read_back for _, read_back in steps]) for run, steps in zip(out, rows, strict=True)
-    ]
+    rows = [_rows(e.parsed.steps, policy) for e in entries]
+    stored = [(run, _read_back(steps)) for run, steps in zip(out, rows, strict=True)]
     analyzed = analysis.prepare(stored, policy) if analyze else []
     for item in analyzed:
         if item.run.pk is None:  # inserted with its search column
@@ -332,9 +378,58 @@ def store_runs(
     return stored
 
 
+class _Rows:
+    """A spooled run's `storage.step_values`, made again at each read (one read analyzes,
+    the next COPYs): the run is never held whole as rows."""
+
+    def __init__(self, steps: StepSpool, policy: detection.Policy) -> None:
+        self.steps, self.policy = steps, policy
+
+    def __iter__(self) -> Iterator[tuple[tuple, detection.Step]]:
+        for step in self.steps:
+            yield storage.step_values(None, step, self.policy)
+
+
+class _ReadBack:
+    """The engine's steps of `_Rows`, read again at each read."""
+
+    def __init__(self, rows: _Rows) -> None:
+        self.rows = rows
+
+    def __iter__(self) -> Iterator[detection.Step]:
+        for _, read_back in self.rows:
+            yield read_back
+
+
+def _rows(steps: Iterable[detection.Step], policy: detection.Policy):  # type: ignore[no-untyped-def]
+    """A run's step rows: a list, or for a spooled run rows made as they are read."""
+    if isinstance(steps, StepSpool):
+        return _Rows(steps, policy)
+    return [storage.step_values(None, step, policy) for step in steps]
+
+
+def _read_back(rows):  # type: ignore[no-untyped-def]
+    if isinstance(rows, _Rows):
+        return _ReadBack(rows)
+    return [read_back for _, read_back in rows]
+
+
 def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> Run:
-    steps = parsed.steps
-    times = [t for s in steps for t in (s.started_at, s.ended_at) if t is not None]
+    first = last = None  # the earliest and the latest time of a step (one pass: spools too)
+    count = calls = 0
+    tools: set[str] = set()
+    for step in parsed.steps:
+        count += 1
+        if step.kind == "tool_call":
+            calls += 1
+        if step.tool:
+            tools.add(storage.clean_text(step.tool[:200]))
+        for t in (step.started_at, step.ended_at):
+            if t is not None:
+                if first is None or t < first:
+                    first = t
+                if last is None or t > last:
+                    last = t
     agent, version = agent_of(parsed.metadata)
     return Run(
         project=project,
@@ -345,11 +440,11 @@ def _run_row(project: Project, parsed: detection.Run, trace_id: int | None) -> R
         metadata=storage.as_stored(parsed.metadata),
         agent=agent,
         agent_version=version,
-        step_count=len(steps),
-        tool_call_count=sum(1 for s in steps if s.kind == "tool_call"),
-        tools=sorted({storage.clean_text(s.tool[:200]) for s in steps if s.tool})[:200],
-        started_at=storage.timestamp(min(times)) if times else None,
-        ended_at=storage.timestamp(max(times)) if times else None,
+        step_count=count,
+        tool_call_count=calls,
+        tools=sorted(tools)[:200],
+        started_at=storage.timestamp(first) if first is not None else None,
+        ended_at=storage.timestamp(last) if last is not None else None,
         verdict=Verdict.PENDING,
     )
 

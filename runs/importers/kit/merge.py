@@ -34,9 +34,12 @@ records itself by the rule stated there; the merge only goes by id.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 
 from detection.model import Run, Step
+
+from .spool import HashSet
 
 UNKNOWN_TOOL = "(unknown)"
 FILLED = ("args", "result", "started_at", "ended_at", "tokens_in", "tokens_out", "cost",
@@ -127,3 +130,74 @@ def make_ids_unique(run: Run) -> None:
         counts[key] = count
         taken.add(unique)
         step.id = unique
+
+
+def merge_stream(steps: Iterable[Step], window: int, moved: dict[str, str]) -> Iterator[Step]:
+    """`merge_copies` as a pass over a spooled run: the same rule, with a step open to its
+    copies while fewer than `window` steps have been read after it (a copy further on stays
+    a step of its own). The removed copies' ids that a parent may name go into `moved`, for
+    the next pass (`unique_stream`) to apply."""
+    earlier: dict[str, list[Step]] = {}  # call id -> the open tool steps kept with it
+    pending: deque[tuple[int, Step]] = deque()  # kept steps not given out yet
+    for index, step in enumerate(steps):
+        while pending and pending[0][0] <= index - window:
+            yield _settle(pending.popleft()[1], earlier)
+        if step.kind == "tool_call" and step.id is not None and step.id != "":
+            call_id = str(step.id)
+            candidates = earlier.get(call_id)
+            if candidates is None:
+                earlier[call_id] = [step]
+            else:
+                first = next((c for c in candidates if is_copy(c, step)), None)
+                if first is not None:
+                    absorb(first, step)
+                    if first.id is not None and step.id != first.id:
+                        moved[str(step.id)] = str(first.id)
+                    continue
+                candidates.append(step)
+        pending.append((index, step))
+    while pending:
+        yield _settle(pending.popleft()[1], earlier)
+
+
+def _settle(step: Step, earlier: dict[str, list[Step]]) -> Step:
+    """A step leaves the merge: no later copy joins it."""
+    if step.kind == "tool_call" and step.id is not None and step.id != "":
+        candidates = earlier.get(str(step.id))
+        if candidates is not None:
+            for position, candidate in enumerate(candidates):
+                if candidate is step:
+                    del candidates[position]
+                    break
+            if not candidates:
+                del earlier[str(step.id)]
+    return step
+
+
+def unique_stream(
+    steps: Iterable[Step], *, marked: set[str], moved: dict[str, str]
+) -> Iterator[Step]:
+    """`make_ids_unique` and the numbering as a pass over a spooled run, after
+    `merge_stream`: parents that named a removed copy name the step kept (`moved`), a
+    repeated id gets the suffix "#n" (`marked`: the run's ids that hold a "#", the only ones
+    a suffix can meet), and steps are numbered 0.. in order. The ids seen are kept as
+    hashes (spool.HashSet)."""
+    seen = HashSet()
+    counts: dict[str, int] = {}  # ids seen more than once -> how many times
+    taken = set(marked)
+    for seq, step in enumerate(steps):
+        if moved and step.parent_id is not None and str(step.parent_id) in moved:
+            step.parent_id = moved[str(step.parent_id)]
+        if step.id is not None:
+            key = str(step.id)
+            if not seen.add(key):
+                count = counts.get(key, 1) + 1
+                unique = f"{key}#{count}"
+                while unique in taken:
+                    count += 1
+                    unique = f"{key}#{count}"
+                counts[key] = count
+                taken.add(unique)
+                step.id = unique
+        step.seq = seq
+        yield step

@@ -20,7 +20,8 @@ from detection.model import Run, Step
 
 from ..errors import TooManySteps
 from ..reading import Limits, clip_json, clip_strings
-from .merge import make_ids_unique, merge_copies
+from .merge import make_ids_unique, merge_copies, merge_stream, unique_stream
+from .spool import StepSpool
 
 
 def tool_step(*, tool: str, args: Any, limits: Limits, **fields: Any) -> Step:
@@ -82,7 +83,24 @@ def add_step(run: Run, step: Step, *, limits: Limits, source: str, line: int | N
 def finish_run(run: Run, *, call_ids: Mapping[int, str] | None = None) -> Run:
     """The last step of every importer: merge the copies of each call into one step
     (merge.py; `call_ids` names the call id of a tool step whose step id is not it, keyed by
-    `id(step)`), make step ids unique within the run and number the steps 0.. in order."""
+    `id(step)`), make step ids unique within the run and number the steps 0.. in order.
+
+    A spooled run (steps in a `StepSpool`, kit/spool.py) is finished by two passes over its spool, in the
+    memory of its window: the merge (a copy joins its call within the spool's window,
+    `merge_stream`), then ids and numbers (`unique_stream`). `call_ids` needs steps in
+    memory: a spooled run cannot have them. A spool that never left memory (a run shorter
+    than twice its window) becomes a list again, finished whole like any other."""
+    if isinstance(run.steps, StepSpool) and not run.steps.spilled:
+        run.steps = list(run.steps)
+    if isinstance(run.steps, StepSpool):
+        if call_ids:
+            raise ValueError("call_ids name steps in memory: not for a spooled run")
+        moved: dict[str, str] = {}
+        window = run.steps.window
+        merged = run.steps.rewrite(lambda steps: merge_stream(steps, window, moved))
+        marked = merged.marked_ids
+        run.steps = merged.rewrite(lambda steps: unique_stream(steps, marked=marked, moved=moved))
+        return run
     merge_copies(run, call_ids)
     make_ids_unique(run)
     for seq, step in enumerate(run.steps):
