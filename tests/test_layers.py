@@ -6,7 +6,8 @@ tasks -> services/; services/queue.py is the only way back from a service to a t
 nothing imports web/ or api/ but the URL confs (and the NinjaAPI, which mounts the router)
 detection/ and importers/ import no Django, Celery, runs or loopboard code
 no import circle between project modules (imports under `if TYPE_CHECKING:` aside), and no
-project module imported inside a function, but for the few lazy imports allowed below
+project module imported inside a function (LAZY below would name an exception and why; it is
+empty)
 """
 
 from __future__ import annotations
