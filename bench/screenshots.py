@@ -110,6 +110,32 @@ def main() -> None:
         page.set_viewport_size({"width": 1280, "height": 800})
         page.goto(base + run_url)
         shot("09-flagged-run-laptop")
+        page.set_viewport_size({"width": args.width, "height": args.height})
+
+        # What users of other tracing tools expect: where the time went, per-step tokens and
+        # cost, previous/next, find in a run, acting on many runs, several tuning rows, upload.
+        page.goto(base + run_url + "time/")
+        shot("10-time-waterfall")
+        page.goto(base + run_url + "steps/2/")
+        shot("11-step-previous-next")
+        page.goto(base + run_url)
+        page.get_by_role("searchbox", name="Find in this run").fill("search")
+        page.get_by_role("searchbox", name="Find in this run").press("Enter")
+        shot("12-find-in-run")
+        page.goto(f"{base}/")
+        boxes = page.locator("input[name=run]")
+        for i in range(min(boxes.count(), 2)):
+            boxes.nth(i).check()
+        page.locator("#bulk-form select[name=action]").select_option("compare")
+        shot("13-runs-list-selected")
+        page.goto(f"{base}/tuning/")
+        adder = page.get_by_role("button", name="Add a tool row")
+        if adder.count():
+            adder.click()
+            adder.click()
+        shot("14-tuning-rows", full=True)
+        page.goto(f"{base}/upload/")
+        shot("15-upload-dropzone")
         browser.close()
 
 

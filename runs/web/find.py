@@ -54,7 +54,7 @@ def find(run: Run, query: str) -> tuple[list[Match], bool]:
             | Q(args_text__icontains=query)
             | Q(result_text__icontains=query)
         )
-        .only("run_id", "seq", "kind", "tool", "status", "text")
+        .only("run_id", "seq", "kind", "tool", "status", "text")  # with args/result_text
         .order_by("seq")[: MAX_MATCHES + 1]
     )
     return [_match(step, query) for step in rows[:MAX_MATCHES]], len(rows) > MAX_MATCHES
@@ -68,6 +68,8 @@ def _match(step: Step, query: str) -> Match:
         if at >= 0 and len(value.casefold()) == len(value):  # positions line up
             end = at + len(query)
             before = value[max(at - AROUND, 0) : at]
+            if field == "tool":  # the call's arguments are the context of its name
+                value += " " + (step.args_text or "")
             after = value[end : end + AROUND]
             return Match(
                 step,

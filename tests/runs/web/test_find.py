@@ -35,6 +35,7 @@ def test_finds_a_tool_name_and_says_when_nothing_matches(client_in, project, pro
     url = reverse("runs:find", args=[run.pk])
     html = client_in.get(url, {"q": "READ_FILE"}).content.decode()
     assert "2 steps" in html and "· tool" in html
+    assert "<mark>read_file</mark> {&quot;path&quot;: &quot;README.md&quot;}" in html
     html = client_in.get(url, {"q": "charge"}).content.decode()
     assert "2 steps" in html and html.count("· result") == 2
     assert "No step of this run holds that text" in client_in.get(url, {"q": "zebra"}).text
