@@ -139,3 +139,17 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 });
+
+// Runs list: the false-alarm reason and words show only while that action is chosen. Without
+// JS both stay in view (the server ignores them for the other actions).
+document.addEventListener("DOMContentLoaded", () => {
+  const action = document.querySelector("#bulk-form select[name=action]");
+  if (!action) return;
+  const show = () => {
+    for (const el of document.querySelectorAll("#bulk-form [data-bulk-for]")) {
+      el.hidden = el.dataset.bulkFor !== action.value;
+    }
+  };
+  action.addEventListener("change", show);
+  show();
+});

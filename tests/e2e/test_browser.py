@@ -191,6 +191,21 @@ def test_select_two_runs_on_the_list_and_compare_them(
     expect(page.locator(".notice--error")).to_have_text("Select exactly two runs to compare them.")
 
 
+def test_the_false_alarm_reason_shows_only_for_that_bulk_action(
+    live_server, page, staff_login, process_inline
+):
+    process_inline(staff_login, stuck_trace())
+    page.get_by_role("link", name="Runs", exact=True).click()
+    reason = page.get_by_label("False alarm because")
+    action = page.locator("#bulk-form select[name=action]")
+    expect(reason).to_be_hidden()
+    action.select_option("label-false")
+    expect(reason).to_be_visible()
+    expect(page.get_by_label("In words")).to_be_visible()
+    action.select_option("compare")
+    expect(reason).to_be_hidden()
+
+
 def test_find_a_word_in_a_run_and_open_the_step_that_holds_it(
     live_server, page, staff_login, process_inline
 ):
