@@ -11,6 +11,7 @@ with mypyc (scripts/build_speedups.py), which turns these classes into C structs
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -109,8 +110,15 @@ def times(count: int) -> str:
 
 
 def short(value: Any, limit: int = 80) -> str:
-    """Return a one-line, clipped rendering of a value for a message."""
-    text = value if isinstance(value, str) else repr(value)
+    """Return a one-line, clipped rendering of a value for a message: a string as it is, any
+    other value as JSON (what agents and people read, not Python's repr)."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = repr(value)
     head = text[: limit * 8]
     if len(head) < len(text):  # a long text: its head is usually enough to show
         flat = " ".join(head.split())

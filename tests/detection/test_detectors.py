@@ -503,3 +503,12 @@ def test_detectors_that_fire_over_the_same_calls_are_one_loop_led_by_the_worst()
     assert {f.loop for f in flagged} == {0}  # the first to reach stop leads
     lead = result.findings[0]
     assert lead.waste == result.waste  # the loop's waste, each step once
+
+
+def test_a_message_shows_the_repeated_arguments_as_json_not_python_text():
+    trace = Trace()
+    for _ in range(5):
+        trace.call("search", {"q": "it's", "exact": True, "page": None}, {"hits": []})
+    (finding,) = [f for f in analyze(trace.steps).findings if f.severity == "stop"]
+    assert '{"q": "it\'s", "exact": true, "page": null}' in finding.message
+    assert "{'q'" not in finding.message and "True" not in finding.message
