@@ -252,6 +252,7 @@ class Monitor:
         self.last_repeat: tuple[int, int] | None = None
         # the run's waste as last added up; None once a loop moved (see report and waste)
         self._waste_memo: Waste | None = None
+        self._now: Totals | None = None  # the run's totals at this step, once asked for
         self._tokens = 0.0
         self._cost = 0.0
         self._has_tokens = False
@@ -296,13 +297,32 @@ class Monitor:
 
     # -- reporting ----------------------------------------------------------------------
     def _totals(self) -> Totals:
-        return (self.steps, self._tokens, self._cost, self._time)
+        """Return the run's totals at this step (made once per step: loops report often)."""
+        now = self._now
+        if now is None:
+            now = self._now = (self.steps, self._tokens, self._cost, self._time)
+        return now
 
     def _waste(self, mark: Totals | None, last: Totals | None) -> Waste:
-        """Return what the steps after ``mark`` up to ``last`` cost (a loop's own waste)."""
+        """Return what the steps after ``mark`` up to ``last`` cost (a loop's own waste).
+
+        ``_cost_of(((mark, last),))`` with the same arithmetic, without sorting one span.
+        """
         if mark is None or last is None:
             return Waste()
-        return self._cost_of(((mark, last),))
+        tokens, cost, seconds = 0.0, 0.0, 0.0
+        tokens += last[1] - mark[1]
+        cost += last[2] - mark[2]
+        start, end = mark[3], last[3]
+        timed = start is not None and end is not None
+        if start is not None and end is not None:
+            seconds += max(end - start, 0.0)
+        return Waste(
+            steps=last[0] - mark[0],
+            tokens=int(tokens) if self._has_tokens else None,
+            cost=round(cost, 6) if self._has_cost else None,
+            seconds=round(seconds, 3) if timed else None,
+        )
 
     def _cost_of(self, spans: Iterable[tuple[Totals, Totals]]) -> Waste:
         """Add up spans of the run (mark, last), each step once where spans overlap."""
@@ -401,6 +421,7 @@ class Monitor:
             self._fired = []  # a new list each step: the caller may keep the last one
         self._hit = False
         self.last_repeat = None
+        self._now = None
         self.steps += 1
         self._last_seq = step.seq
         tokens_in, tokens_out = step.tokens_in, step.tokens_out
@@ -663,18 +684,26 @@ class Monitor:
         its loop (``Finding.loop``: findings over the same calls are one loop); a loop's lead
         carries the loop's waste, each step once."""
         pairs = [(self._finding(inc), inc) for inc in self._incidents.values()]
-        pairs.sort(key=lambda pair: pair[0].fired_at)
+        pairs.sort(key=_fired_at)
         out = [finding for finding, _ in pairs]
         leads = group_loops(out)
-        spans: dict[int, list[tuple[Totals, Totals]]] = {}
+        # a loop of one finding keeps its own waste: only shared leads are added up again
+        shared: set[int] = set()
         for index, lead in enumerate(leads):
             out[index].loop = lead
-            inc = pairs[index][1]
-            if inc.mark is not None and inc.last is not None:
-                spans.setdefault(lead, []).append((inc.mark, inc.last))
-        for lead, parts in spans.items():
-            if len(parts) > 1:
-                out[lead].waste = self._cost_of(parts)
+            if lead != index:
+                shared.add(lead)
+        if shared:
+            spans: dict[int, list[tuple[Totals, Totals]]] = {}
+            for index, lead in enumerate(leads):
+                if lead not in shared:
+                    continue
+                inc = pairs[index][1]
+                if inc.mark is not None and inc.last is not None:
+                    spans.setdefault(lead, []).append((inc.mark, inc.last))
+            for lead, parts in spans.items():
+                if len(parts) > 1:
+                    out[lead].waste = self._cost_of(parts)
         return out
 
     @property
@@ -719,6 +748,10 @@ class Monitor:
         )
 
 
+def _fired_at(pair: tuple[Finding, _Incident]) -> int:
+    return pair[0].fired_at
+
+
 def _least_used(lanes: dict[Any, Any], key: Any) -> Any:
     """Return the key of the least recently used lane, not the root's nor ``key``'s."""
     for other in lanes:
@@ -727,10 +760,16 @@ def _least_used(lanes: dict[Any, Any], key: Any) -> Any:
     raise AssertionError("a lane to drop")
 
 
-def analyze(steps_or_run: Run | Iterable[Step], policy: Policy | None = None) -> Analysis:
-    """Return the analysis of a whole run (its steps fed through a Monitor, in order)."""
+def analyze(
+    steps_or_run: Run | Iterable[Step], policy: Policy | None = None, *, ledger: bool = True
+) -> Analysis:
+    """Return the analysis of a whole run (its steps fed through a Monitor, in order).
+
+    ledger=False leaves the progress ledger (one entry per tool call) empty: what only needs
+    the verdict and the findings (``loopboard scan``) analyzes a run of any length in the
+    memory of its distinct calls."""
     steps = steps_or_run.steps if isinstance(steps_or_run, Run) else steps_or_run
-    monitor = Monitor(policy, keep_ledger=True)
+    monitor = Monitor(policy, keep_ledger=ledger)
     monitor._live = False
     observe = monitor.observe
     for step in steps:

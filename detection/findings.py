@@ -8,6 +8,7 @@ where a dataclass keeps a generated Python ``__init__`` (a run can have thousand
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,44 +194,89 @@ class LedgerEntry:
         return f"LedgerEntry({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
 
+_NO_REPEAT = -(2**63)  # the ledger's repeat_of column: the call repeated nothing
+
+
+def _digest_bits(text: str, start: int) -> int:
+    """The 64 bits of a 16-hex-digit digest that ends `text` after `start` characters (as
+    the engine writes them), or -1 when it is not one (then the text is kept as it is)."""
+    if len(text) - start != 16:
+        return -1
+    digits = text[start:]
+    try:
+        bits = int(digits, 16)
+    except ValueError:
+        return -1
+    return bits if f"{bits:016x}" == digits else -1
+
+
+def _append(column: Any, value: Any) -> Any:
+    """Append to an int column; return the column (a list from there on when the value is
+    no machine word: a seq of a trace's own, say)."""
+    try:
+        column.append(value)
+    except (OverflowError, TypeError):
+        column = list(column)
+        column.append(value)
+    return column
+
+
 class Ledger:
     """The progress ledger of a run: one LedgerEntry per tool call, in order.
 
-    Kept as columns: the call's seq, tool and status and the signature strings the engine
-    made anyway, so a run of a million calls adds no million objects to allocate and for the
-    garbage collector to walk, and keeps none of its steps (their arguments and results)
-    alive; entries are made as they are read (iterate it, index it, or take ``repeats()``).
+    Kept as columns of machine words: the call's seq, its repeat and count, and its signature
+    and result digest as their 64 bits (the engine's digests are 16 hex digits; any other text
+    is kept as it is, by index), the tool and status as shared strings. A run of a million
+    calls costs about 56 bytes a call, adds no million objects for the garbage collector to
+    walk, and keeps none of its steps alive; entries are made as they are read (iterate it,
+    index it, or take ``repeats()``).
     """
 
-    __slots__ = ("_count", "_rdig", "_repeat_of", "_seq", "_sig", "_status", "_tool")
+    __slots__ = ("_count", "_odd", "_rdig", "_repeat_of", "_seq", "_sig", "_status", "_tool",
+                 "_tools")  # fmt: skip
 
     def __init__(self) -> None:
-        self._seq: list[int] = []
+        # int columns: machine words (a list when a value does not fit one: _append)
+        self._seq: Any = array("q")
+        self._repeat_of: Any = array("q")
+        self._count: Any = array("q")
+        self._sig = array("Q")  # 64 bits of the signature's digest (see _odd)
+        self._rdig = array("Q")
         self._tool: list[str] = []
         self._status: list[str] = []
-        self._sig: list[str] = []
-        self._rdig: list[str] = []
-        self._repeat_of: list[int | None] = []
-        self._count: list[int] = []
+        self._tools: dict[str, str] = {}  # one string per tool name
+        self._odd: dict[tuple[int, int], str] = {}  # (index, 0 sig | 1 rdig) -> its text
 
     def add(self, step: Step, sig: str, rdig: str, repeat_of: int | None, count: int) -> None:
-        tool = step.tool or "?"
-        if self._tool and self._tool[-1] == tool:
-            tool = self._tool[-1]  # one string for a tool called again
+        name = step.tool or "?"
+        tool = self._tools.setdefault(name, name)
         status = step.status
-        self._seq.append(step.seq)
+        index = len(self._seq)
+        self._seq = _append(self._seq, step.seq)
         self._tool.append(tool)
-        self._status.append(status if status in _FAILED else "ok")
-        self._sig.append(sig)
-        self._rdig.append(rdig)
-        self._repeat_of.append(repeat_of)
-        self._count.append(count)
+        self._status.append("error" if status == "error" else "invalid" if status == "invalid"
+                            else "ok")  # fmt: skip
+        bits = _digest_bits(sig, len(tool) + 1) if sig.startswith(tool + ":") else -1
+        if bits < 0:
+            self._odd[(index, 0)] = sig
+        self._sig.append(max(bits, 0))
+        bits = _digest_bits(rdig, 0)
+        if bits < 0:
+            self._odd[(index, 1)] = rdig
+        self._rdig.append(max(bits, 0))
+        self._repeat_of = _append(self._repeat_of, _NO_REPEAT if repeat_of is None else repeat_of)
+        self._count = _append(self._count, count)
 
     def copy(self) -> Ledger:
         twin = Ledger()
-        twin._seq, twin._tool, twin._status = list(self._seq), list(self._tool), list(self._status)
-        twin._sig, twin._rdig = list(self._sig), list(self._rdig)
-        twin._repeat_of, twin._count = list(self._repeat_of), list(self._count)
+        twin._seq, twin._repeat_of = self._seq[:], self._repeat_of[:]
+        twin._count, twin._sig = self._count[:], array("Q", self._sig)
+        twin._rdig, twin._tool = array("Q", self._rdig), list(self._tool)
+        twin._status, twin._tools, twin._odd = (
+            list(self._status),
+            dict(self._tools),
+            dict(self._odd),
+        )
         return twin
 
     def __len__(self) -> int:
@@ -247,10 +293,17 @@ class Ledger:
         return f"<Ledger of {len(self._seq)} calls>"
 
     def entry(self, index: int) -> LedgerEntry:
-        sig, status = self._sig[index], self._status[index]
+        tool, status, odd = self._tool[index], self._status[index], self._odd
+        sig = odd.get((index, 0)) if odd else None
+        if sig is None:
+            sig = f"{tool}:{self._sig[index]:016x}"
+        rdig = odd.get((index, 1)) if odd else None
+        if rdig is None:
+            rdig = f"{self._rdig[index]:016x}"
+        repeat_of = self._repeat_of[index]
         return LedgerEntry(
-            self._seq[index], self._tool[index], sig, f"{sig}:{self._rdig[index]}:{status}",
-            self._repeat_of[index], self._count[index],
+            self._seq[index], tool, sig, f"{sig}:{rdig}:{status}",
+            None if repeat_of == _NO_REPEAT else repeat_of, self._count[index],
         )  # fmt: skip
 
     def __getitem__(self, index: int) -> LedgerEntry:
@@ -267,7 +320,7 @@ class Ledger:
     def repeats(self) -> Iterator[LedgerEntry]:
         """Yield only the calls that repeated an earlier one without progress."""
         for index, first in enumerate(self._repeat_of):
-            if first is not None:
+            if first != _NO_REPEAT:
                 yield self.entry(index)
 
 
@@ -325,21 +378,39 @@ def group_loops(findings: Sequence[Finding]) -> list[int]:
     mutating_failure and repeat): the most severe leads, then the earliest to fire. An info
     finding is a loop of its own.
     """
-    parent = list(range(len(findings)))
-    owner: dict[int, int] = {}  # seq -> a finding over it
-    for index, finding in enumerate(findings):
+    count = len(findings)
+    parent = list(range(count))
+    owner: dict[Any, int] = {}  # seq -> a finding over it
+    joined = False
+    for index in range(count):
+        finding = findings[index]
         if finding.severity == "info":
             continue
-        for seq in finding.seqs:
+        seqs: Any = finding.seqs  # (read as objects: the dict keys them so anyway)
+        for seq in seqs:
             other = owner.setdefault(seq, index)
             if other != index:
                 parent[_root(parent, index)] = _root(parent, other)
-    members: dict[int, list[int]] = {}
-    for index in range(len(findings)):
-        members.setdefault(_root(parent, index), []).append(index)
-    lead = list(range(len(findings)))
+                joined = True
+    lead = list(range(count))
+    if not joined:
+        return lead  # every finding is a loop of its own
+    members: dict[int, list[int]] = {}  # root -> its set, when more than itself
+    for index in range(count):
+        root = _root(parent, index)
+        if root != index:
+            group = members.get(root)
+            if group is None:
+                members[root] = [root, index]
+            else:
+                group.append(index)
     for group in members.values():
-        first = min(group, key=lambda i: (-_RANK[findings[i].severity], findings[i].fired_at, i))
+        first = group[0]
+        best = (-_RANK[findings[first].severity], findings[first].fired_at, first)
+        for index in group:
+            rank = (-_RANK[findings[index].severity], findings[index].fired_at, index)
+            if rank < best:
+                first, best = index, rank
         for index in group:
             lead[index] = first
     return lead

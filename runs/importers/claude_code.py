@@ -95,7 +95,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -106,6 +106,7 @@ from .content import content_text, number, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .errors import TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import HashSet, StepSpool
 from .reading import JsonlReader, Limits, clip_strings
 
 name = "claude-code"
@@ -139,6 +140,12 @@ TASK_TOOLS = {"Task", "Agent"}
 AGENT_FILE = re.compile(r"agent-([^./\\]+)\.jsonl")
 MAX_COUNTED_KINDS = 50  # distinct record types counted by name; the rest count as "(other)"
 MAX_TITLE_CHARS = 500
+# A session of any length is read in bounded memory: its steps are spooled (kit.spool; a call
+# waiting for its result is held), and what the reader looks back at is bounded too.
+MAX_MESSAGES = 4096  # API messages open to more blocks (the newest; an older one is closed)
+MAX_ANSWERED = 4096  # answered calls a hook block may still name (the newest)
+MAX_OPEN_CALLS = 8192  # calls waiting for a result (the oldest unanswered one is given up)
+MAX_SIDECHAIN_LINKS = 65536  # sidechain record uuids remembered with their Task call
 
 
 # --- detection
@@ -237,23 +244,35 @@ class _State:
     source: str
     run: Run
     line: int | None = None  # the line being read
-    messages: dict[str, _Message] = field(default_factory=dict)
+    messages: dict[str, _Message] = field(default_factory=dict)  # the newest MAX_MESSAGES
     calls: dict[str, Step] = field(default_factory=dict)  # tool_use id -> newest call step
-    id_counts: Counter = field(default_factory=Counter)
-    answered: set[str] = field(default_factory=set)
-    uuids: set[str] = field(default_factory=set)
+    settled: deque = field(default_factory=deque)  # tool_use ids answered, oldest first
+    call_ids: HashSet = field(default_factory=HashSet)  # tool_use ids seen
+    id_repeats: dict[str, int] = field(default_factory=dict)  # tool_use id -> times seen, > 1
+    answered: HashSet = field(default_factory=HashSet)
+    uuids: HashSet = field(default_factory=HashSet)
     skipped: Counter = field(default_factory=Counter)  # unknown types, duplicates, orphans
     metadata_records: Counter = field(default_factory=Counter)  # no-uuid metadata records
     context: Counter = field(default_factory=Counter)  # tree records that give no step
     blocked: dict[str, str] = field(default_factory=dict)  # tool_use id -> hook's reason
     aborted: set[str] = field(default_factory=set)  # message ids cut off mid-stream
     task_of: dict[str, str] = field(default_factory=dict)  # sidechain record uuid -> Task id
-    branch: dict[int, str | None] = field(default_factory=dict)  # id(step) -> Task id
+    branched: bool = False  # some step is a sub-agent's (its lane says under which Task call)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def steps(self) -> list[Step]:
         return self.run.steps
+
+    def link_task(self, uuid: str, task: str) -> None:
+        self.task_of[uuid] = task
+        if len(self.task_of) > MAX_SIDECHAIN_LINKS:
+            del self.task_of[next(iter(self.task_of))]
+
+
+def _waiting(step: Step) -> bool:
+    """A step the reader may still change: a call without its result (the spool holds it)."""
+    return step.kind == "tool_call" and step.result is None
 
 
 def _count(counter: Counter, kind: Any) -> None:
@@ -280,6 +299,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         first.check_not_empty()
         if not held.messages:
             raise _no_messages(held, source, first.skips.count)
+        held.children = HashSet()  # the first pass is over: let its hashes go
         abandoned: set[int] = set()
         if held.forked:
             spool.seek(0)
@@ -288,7 +308,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         spool.seek(0)
         reader = JsonlReader(spool, source=source, limits=limits, objects_only=True)
         agent_id = _subagent_id(held, source)
-        run = Run(id=_run_id(held.session_id, agent_id, source), format=name)
+        spool = StepSpool(hold=_waiting)
+        run = Run(id=_run_id(held.session_id, agent_id, source), format=name, steps=spool)  # type: ignore[arg-type]
         state = _State(limits, source, run)
         dropped = 0
         for position, (line, record) in enumerate(reader):
@@ -297,9 +318,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
                 dropped += record.get("type") in ("user", "assistant", "system")
                 continue
             _record(state, record)
-    _usage_to_steps(state)
-    aborted = _end_aborted_calls(state)
-    _link_sidechains(state)
+    aborted = _end_aborted_calls_and_link_sidechains(state)
     meta = state.meta
     for key, counter in (
         ("skipped_records", state.skipped),
@@ -323,7 +342,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     if agent_id is not None:
         meta["agent_id"] = agent_id
         run.name = f"agent-{agent_id}"
-    yield finish_run(reader.skips.apply(run))
+    finished = finish_run(reader.skips.apply(run))
+    del state, held, abandoned  # what reading needed goes before the run is consumed
+    yield finished
 
 
 def _run_id(session_id: Any, agent_id: str | None, source: str) -> str:
@@ -374,7 +395,7 @@ class _Holdings:
     sidechain_only: bool = True
     agent_id: str | None = None
     session_id: str | None = None
-    children: set[str] = field(default_factory=set)  # parents seen with one child
+    children: HashSet = field(default_factory=HashSet)  # parents seen with one child
     forked: bool = False
 
     def add(self, record: dict[str, Any]) -> None:
@@ -535,11 +556,9 @@ def _rescued(record: dict[str, Any], live_messages: set[Any], kept_calls: set[st
 def _record(state: _State, record: dict[str, Any]) -> None:
     kind = record.get("type")
     uuid = record.get("uuid")
-    if isinstance(uuid, str):
-        if uuid in state.uuids:
-            _count(state.skipped, "duplicate")
-            return
-        state.uuids.add(uuid)
+    if isinstance(uuid, str) and not state.uuids.add(uuid):
+        _count(state.skipped, "duplicate")
+        return
     if _is_metadata(record):
         _metadata(state, record)
         return
@@ -606,7 +625,10 @@ def _note_meta(meta: dict[str, Any], record: dict[str, Any]) -> None:
 def _add(state: _State, record: dict[str, Any], step: Step) -> Step:
     step.started_at = step.started_at or parse_time(record.get("timestamp"))
     add_step(state.run, step, limits=state.limits, source=state.source, line=state.line)
-    state.branch[id(step)] = _task_for(state, record, step)
+    task = _task_for(state, record, step)
+    if task is not None:  # a sub-agent's step: `_link_sidechains` hangs it under its Task call
+        step.lane = f"agent:{task}"
+        state.branched = state.branched or bool(task)
     return step
 
 
@@ -616,13 +638,17 @@ def _follow(state: _State, record: dict[str, Any]) -> None:
     if record.get("isSidechain") and isinstance(uuid, str) and isinstance(parent, str):
         task = state.task_of.get(parent)
         if task is not None:
-            state.task_of[uuid] = task
+            state.link_task(uuid, task)
 
 
 def _assistant(state: _State, record: dict[str, Any]) -> None:
     message = record.get("message") if isinstance(record.get("message"), dict) else {}
     msg_id = str(message.get("id") or record.get("uuid") or len(state.steps))
-    entry = state.messages.setdefault(msg_id, _Message())
+    entry = state.messages.get(msg_id)
+    if entry is None:
+        entry = state.messages[msg_id] = _Message()
+        if len(state.messages) > MAX_MESSAGES:
+            del state.messages[next(iter(state.messages))]
     if isinstance(message.get("usage"), dict):
         entry.usage = message["usage"]
     if record.get("isAbortedMidStream") is True:
@@ -637,6 +663,7 @@ def _assistant(state: _State, record: dict[str, Any]) -> None:
             entry.first = step
     if record.get("isApiErrorMessage") is True and entry.text is not None:
         entry.text.status = "error"
+    _usage_to_step(entry)
     if not blocks:
         _follow(state, record)
 
@@ -668,8 +695,9 @@ def _assistant_block(
         return step
     if kind in ("tool_use", "server_tool_use"):
         call_id = str(block.get("id") or f"{msg_id}/{len(state.steps)}")
-        count = state.id_counts[call_id]
-        state.id_counts[call_id] += 1
+        count = 0 if state.call_ids.add(call_id) else state.id_repeats.get(call_id, 1)
+        if count:
+            state.id_repeats[call_id] = count + 1
         unique = call_id if count == 0 else f"{call_id}#{count + 1}"
         step = tool_step(
             tool=str(block.get("name") or ""),
@@ -679,6 +707,8 @@ def _assistant_block(
             batch_id=msg_id,
         )
         state.calls[call_id] = step  # the newest call with this id answers its results
+        if len(state.calls) > MAX_OPEN_CALLS + MAX_ANSWERED:
+            del state.calls[next(iter(state.calls))]  # the oldest: no result came for it
         return _add(state, record, step)
     return None
 
@@ -739,9 +769,21 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
         _count(state.skipped, "result_without_call")
     else:
         _follow(state, record)
+        _settle(state, call_id)
     state.answered.add(str(call.id))
     error = block.get("is_error") is True or _denied(record, block) or call_id in state.blocked
     set_result(call, result, error=error, limits=state.limits, ended_at=ended)
+
+
+def _settle(state: _State, call_id: str) -> None:
+    """An answered call stays findable (a hook block may name it) while it is among the
+    MAX_ANSWERED answered most recently."""
+    state.settled.append(call_id)
+    if len(state.settled) > MAX_ANSWERED:
+        old = state.settled.popleft()
+        call = state.calls.get(old)
+        if call is not None and str(call.id) in state.answered:
+            del state.calls[old]
 
 
 def _system(state: _State, record: dict[str, Any]) -> None:
@@ -843,15 +885,27 @@ def _hook_block(state: _State, record: dict[str, Any], attachment: dict[str, Any
     call.status = "error"
 
 
-def _end_aborted_calls(state: _State) -> int:
-    """Calls of a message cut off mid-stream that never got a result did not run: errors.
-    Return how many messages were cut off."""
-    if not state.aborted:
+def _end_aborted_calls_and_link_sidechains(state: _State) -> int:
+    """The passes over the whole session, once it is read: calls of a message cut off
+    mid-stream that never got a result did not run (errors); each sub-agent's steps are
+    chained under its Task call (`_link_sidechains`). One pass over a spooled session, none
+    when neither applies. Return how many messages were cut off."""
+    aborted = state.aborted
+    if not aborted and not state.branched:
         return 0
-    for step in state.steps:
-        if step.kind == "tool_call" and step.batch_id in state.aborted and step.result is None:
-            step.status = "error"
-    return len(state.aborted)
+
+    def passing(steps: Iterator[Step]) -> Iterator[Step]:
+        linked = _link_sidechains(steps) if state.branched else steps
+        for step in linked:
+            if step.kind == "tool_call" and step.batch_id in aborted and step.result is None:
+                step.status = "error"
+            yield step
+
+    if isinstance(state.run.steps, StepSpool):
+        state.run.steps = state.run.steps.rewrite(passing)
+    else:
+        state.run.steps = list(passing(iter(state.run.steps)))
+    return len(aborted)
 
 
 def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:
@@ -875,36 +929,36 @@ def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:
         elif len(open_tasks) == 1:
             task = open_tasks[0].id
     if task is not None and isinstance(uuid, str):
-        state.task_of[uuid] = task
+        state.link_task(uuid, task)
     return task
 
 
-def _usage_to_steps(state: _State) -> None:
-    for entry in state.messages.values():
-        if entry.first is None or not entry.usage:
-            continue
-        usage = entry.usage
-        parts = [
-            number(usage.get(k))
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        ]
-        if any(p is not None for p in parts):
-            entry.first.tokens_in = sum(p or 0 for p in parts)
-        entry.first.tokens_out = number(usage.get("output_tokens"))
-
-
-def _link_sidechains(state: _State) -> None:
-    """Hang each sub-agent's steps, chained, under its Task call, in a lane of its own."""
-    if not any(state.branch.get(id(step)) for step in state.steps):
+def _usage_to_step(entry: _Message) -> None:
+    """A message's tokens (its usage as read so far: the last record's wins) on its first
+    step."""
+    if entry.first is None or not entry.usage:
         return
-    for position, step in enumerate(state.steps):
+    usage = entry.usage
+    parts = [
+        number(usage.get(k))
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    ]
+    entry.first.tokens_in = (
+        sum(p or 0 for p in parts) if any(p is not None for p in parts) else None
+    )
+    entry.first.tokens_out = number(usage.get("output_tokens"))
+
+
+def _link_sidechains(steps: Iterator[Step]) -> Iterator[Step]:
+    """Hang each sub-agent's steps (their lane names their Task call: `_add`), chained, under
+    that call; every step gets an id (`step-<position>`) when it has none."""
+    last: dict[str, str | None] = {}
+    for position, step in enumerate(steps):
         if step.id is None:
             step.id = f"step-{position}"
-    last: dict[str | None, str | None] = {}
-    for step in state.steps:
-        task = state.branch.get(id(step))
-        if task is None:
-            continue  # the main agent's steps: its own lane, no parent needed
-        step.parent_id = last.get(task, task)
-        step.lane = f"agent:{task}"
-        last[task] = step.id
+        lane = step.lane
+        if isinstance(lane, str) and lane.startswith("agent:"):
+            task = lane[len("agent:") :]
+            step.parent_id = last.get(task, task)
+            last[task] = step.id
+        yield step

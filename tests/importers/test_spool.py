@@ -162,3 +162,93 @@ def test_a_long_native_run_is_read_in_the_memory_of_its_window(monkeypatch, tmp_
     assert steps == 20_000
     assert long < 8 * 1024 * 1024, long
     assert long < 3 * short, (short, long)
+
+
+def _claude_code(records: int, seed: int) -> bytes:
+    """A long Claude Code session: messages of several records with usage, results (some
+    failed), sub-agents under Task calls (their records sidechain, the call answered after
+    them), a tool_use id used again, a message cut off mid-stream, a hook block, a record
+    written twice."""
+    rnd = random.Random(seed)
+    out: list[dict] = []
+    base = {"sessionId": "s1", "timestamp": "2026-01-21T06:19:38.000Z", "version": "2.1.230"}
+    state = {"main": None, "n": 0}
+
+    def add(kind: str, content, *, side: str | None = None, parent=None, **extra) -> str:
+        state["n"] += 1
+        uuid = f"r{state['n']}"
+        prev = parent if parent is not None else state["main"] if side is None else side
+        record = base | {"type": kind, "uuid": uuid, "parentUuid": prev,
+                         "isSidechain": side is not None, "message": {"role": kind,
+                         "content": content}} | extra  # fmt: skip
+        out.append(record)
+        if side is None and parent is None:
+            state["main"] = uuid
+        return uuid
+
+    def message(msg: str, blocks: list[dict], *, side=None, **extra) -> str:
+        last = side
+        for index, block in enumerate(blocks):
+            last = add("assistant", [block], side=last, **extra)
+            record = out[-1]["message"]
+            record.update(id=msg, model="claude-x")
+            record["usage"] = {"input_tokens": 10 * index, "output_tokens": index + 1}
+        return last
+
+    add("user", "begin")
+    call = 0
+    while len(out) < records:
+        call += 1
+        roll = rnd.random()
+        msg = f"msg{call}"
+        if roll < 0.05:
+            add("user", f"next {call}")
+        elif roll < 0.08:  # a sub-agent
+            task = f"toolu_task{call}"
+            at = message(msg, [{"type": "text", "text": "delegating"},
+                               {"type": "tool_use", "id": task, "name": "Task",
+                                "input": {"prompt": f"explore {call}"}}])  # fmt: skip
+            side = add("user", f"explore {call}", side=at)
+            for n in range(rnd.randint(20, 80)):
+                cid = f"toolu_s{call}_{n}"
+                side = message(f"{msg}s{n}", [{"type": "tool_use", "id": cid, "name": "Grep",
+                                               "input": {"q": n % 5}}], side=side)  # fmt: skip
+                answer = [{"type": "tool_result", "tool_use_id": cid, "content": f"hit {n}"}]
+                side = add("user", answer, side=side)
+            add("user", [{"type": "tool_result", "tool_use_id": task, "content": "found"}])
+        else:
+            cid = f"toolu_{call}" if rnd.random() > 0.02 else "toolu_again"
+            blocks = [{"type": "thinking", "thinking": "hm"}] if rnd.random() < 0.3 else []
+            blocks += [{"type": "text", "text": f"step {call}"},
+                       {"type": "tool_use", "id": cid, "name": rnd.choice(["Read", "Bash"]),
+                        "input": {"path": f"f{rnd.randint(0, 20)}"}}]  # fmt: skip
+            aborted = rnd.random() < 0.02
+            message(msg, blocks, **({"isAbortedMidStream": True} if aborted else {}))
+            if aborted:
+                continue
+            result = {"type": "tool_result", "tool_use_id": cid, "content": "x" * 50,
+                      "is_error": rnd.random() < 0.2}  # fmt: skip
+            add("user", [result])
+            if rnd.random() < 0.02:
+                add("attachment", None, attachment={"type": "hook_blocking_error",
+                    "toolUseID": cid, "hookName": "PostToolUse",
+                    "blockingError": {"blockingError": "no"}})  # fmt: skip
+            if rnd.random() < 0.01:
+                out.append(dict(out[-1]))  # the same record written twice
+    return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_spooled_claude_code_session_reads_as_the_same_session_held_whole(monkeypatch, seed):
+    data = _claude_code(6000, seed)
+    monkeypatch.setattr(spool, "WINDOW", 100_000)
+    (whole,) = iter_runs(data, source="s.jsonl", format="claude-code")
+    monkeypatch.setattr(spool, "WINDOW", 32)
+    (spooled,) = iter_runs(data, source="s.jsonl", format="claude-code")
+    assert isinstance(whole.steps, list)
+    assert isinstance(spooled.steps, StepSpool) and spooled.steps.spilled > 2000
+    assert list(spooled.steps) == whole.steps
+    assert spooled.metadata == whole.metadata
+    assert any(step.lane for step in whole.steps)  # sub-agents
+    assert any(step.tokens_out for step in whole.steps)
+    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
