@@ -156,7 +156,7 @@ def main() -> None:
 
     from runs.models import CompareJob, Membership, Project, Run
     from runs.services import compare
-    from runs.web import compare as compare_page
+    from runs.web import comparison
 
     settings.ALLOWED_HOSTS = ["*"]
     project, _ = Project.objects.get_or_create(slug="bench-compare", defaults={"name": "compare"})
@@ -194,7 +194,7 @@ def main() -> None:
         return compare.compare_runs(a, b)
 
     whole_ms, cmp = median_ms(lambda: cold_compare(left, right), r)
-    window_ms, _ = median_ms(lambda: compare_page.build_window(cmp), r)  # type: ignore[arg-type]
+    window_ms, _ = median_ms(lambda: comparison.build_window(cmp), r)  # type: ignore[arg-type]
     keys_a, keys_b = [s.key for s in a_facts], [s.key for s in b_facts]
 
     def opcodes(autojunk: bool):
@@ -233,7 +233,7 @@ def main() -> None:
     jobs = CompareJob.objects.filter(left=left, right=right)
 
     def in_request():  # what the page did inside the request before the job
-        return compare_page.build_window(compare.compare_runs(left, right))
+        return comparison.build_window(compare.compare_runs(left, right))
 
     before_ms, _ = median_ms(in_request, r)
     queued = []
@@ -260,7 +260,7 @@ def main() -> None:
     print(f"{'  decode the stored result':52} {decode_ms:10.1f}")
     print(f"{'  stored result (zlib over JSON columns), KB':52} {len(job.result) / 1024:10.0f}")
 
-    items = compare_page.build_window(cmp).items  # type: ignore[arg-type]
+    items = comparison.build_window(cmp).items  # type: ignore[arg-type]
     fold = next((item for item in items if item.kind == "fold"), None)
     pages = [
         ("baseline /healthz", "/healthz", {}, False),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from runs.models import CompareJob, Membership
 from runs.services import compare as compare_service
 from runs.services.compare import Row
-from runs.web import compare as compare_page
+from runs.web import comparison
 from tests.helpers import call, message
 from tests.runs.services.test_compare import stored
 from tests.runs.web.conftest import work
@@ -256,12 +256,12 @@ def test_a_window_covers_its_rows_once_in_order_and_folds_only_long_equal_stretc
     rows = [Row(kind, n, n) for n, kind in enumerate(kinds)]
     start = data.draw(st.integers(0, len(rows) - 1))
     keep = set(data.draw(st.lists(st.integers(0, len(rows) - 1), max_size=5)))
-    segments, more_from = compare_page.plan(rows, start, len(rows) - 1, 40, keep, False)
+    segments, more_from = comparison.plan(rows, start, len(rows) - 1, 40, keep, False)
     covered = [n for _, a, b in segments for n in range(a, b + 1)]
     assert covered == list(range(start, more_from if more_from is not None else len(rows)))
     for kind, a, b in segments:
         if kind == "fold":
-            assert b - a + 1 >= compare_page.FOLD_MIN - 2 * compare_page.CONTEXT + 1
+            assert b - a + 1 >= comparison.FOLD_MIN - 2 * comparison.CONTEXT + 1
             assert all(rows[n].kind == "equal" and n not in keep for n in range(a, b + 1))
     shown = sum(1 if kind == "fold" else b - a + 1 for kind, a, b in segments)
-    assert shown <= 40 + 2 * compare_page.CONTEXT  # a page, give or take a fold's context
+    assert shown <= 40 + 2 * comparison.CONTEXT  # a page, give or take a fold's context
