@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..models import BacktestJob, Project
 from ..services import backtest
-from ..services import policy as policy_service
+from ..services.policy import describe
 
 PRESETS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 SAMPLE_LIMIT = 1_000_000
@@ -77,7 +77,7 @@ def job_context(job: BacktestJob) -> dict:
         ],
         "appear": backtest.with_issues(job.project_id, appear[:50]),
         "vanish": backtest.with_issues(job.project_id, vanish[:50]),
-        "draft_summary": policy_service.describe(job.baseline, job.draft),
+        "draft_summary": describe(job.baseline, job.draft),
         "place": backtest.place_in_line(job),
         "slots": settings.LOOPBOARD_BACKTESTS_PER_PROJECT,
     }

@@ -5,8 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from ..models import Project
-from ..services import policy as policy_service
-from ..services.policy import INT_LIMIT
+from ..services.policy import INT_LIMIT, current, validate
 
 TRISTATE = [("", "inherit"), ("yes", "yes"), ("no", "no")]
 
@@ -79,7 +78,7 @@ def forms_for(project: Project, data=None) -> tuple[DefaultsForm, forms.BaseForm
     """Return the bound (data) or initial forms for a project's policy."""
     if data is not None:
         return DefaultsForm(data, prefix="d"), ToolRowFormSet(data, prefix="t")
-    policy = policy_service.current(project)
+    policy = current(project)
     defaults = DefaultsForm(initial=policy["defaults"], prefix="d")
     rows = [
         {**values, "tool": tool, **{k: _TRI_OUT[values.get(k)] for k in ("polling", "mutating")}}
@@ -96,8 +95,8 @@ def draft_policy(project: Project, defaults: DefaultsForm, rows) -> tuple[dict |
             errors += [f"row {i + 1} {k}: {' '.join(v)}" for k, v in form_errors.items()]
         errors += list(rows.non_form_errors())
         return None, errors
-    current = policy_service.current(project)
-    out_defaults = {k: v for k, v in current["defaults"].items() if k not in defaults.fields}
+    saved = current(project)
+    out_defaults = {k: v for k, v in saved["defaults"].items() if k not in defaults.fields}
     out_defaults |= {k: v for k, v in defaults.cleaned_data.items() if v not in (None, "")}
     tools: dict = {}
     errors: list[str] = []
@@ -108,13 +107,13 @@ def draft_policy(project: Project, defaults: DefaultsForm, rows) -> tuple[dict |
             continue
         if pattern in tools:
             errors.append(f"{pattern}: appears twice")
-        kept = {k: v for k, v in current["tools"].get(pattern, {}).items() if k not in form.fields}
+        kept = {k: v for k, v in saved["tools"].get(pattern, {}).items() if k not in form.fields}
         values = {k: data.get(k) for k in ("warn", "stop", "max_repeats", "quota")}
         values |= {k: _TRI_IN[data.get(k) or ""] for k in ("polling", "mutating")}
         tools[pattern] = kept | {k: v for k, v in values.items() if v is not None}
     policy = {"defaults": out_defaults, "tools": tools}
     try:
-        policy_service.validate(policy)
+        validate(policy)
     except ValueError as exc:
         errors.append(str(exc))
     return (None if errors else policy), errors
