@@ -228,6 +228,7 @@ TASK_QUEUES = {
     task_names.NIGHTLY_BACKTESTS: BULK_QUEUE,
     task_names.COMPACT_METRICS: BULK_QUEUE,
     task_names.APPLY_RETENTION: BULK_QUEUE,
+    task_names.SWEEP_RAW_STORE: BULK_QUEUE,
     task_names.COMPUTE_COMPARE: BULK_QUEUE,
     task_names.DELIVER: DELIVERY_QUEUE,
     task_names.SEND_TEST_DELIVERY: DELIVERY_QUEUE,
@@ -264,6 +265,11 @@ CELERY_BEAT_SCHEDULE = {
     "compact-metrics": {"task": task_names.COMPACT_METRICS, "schedule": 60.0},
     # Delete what each project keeps no longer (runs.services.retention), in short batches.
     "apply-retention": {"task": task_names.APPLY_RETENTION, "schedule": crontab(minute=40)},
+    # Objects of an external raw store that no trace names (a rolled-back upload's).
+    "sweep-raw-store": {
+        "task": task_names.SWEEP_RAW_STORE,
+        "schedule": crontab(hour=4, minute=50),
+    },
 }
 
 # A trace or run left in a working state longer than this (a worker died) is queued again.

@@ -168,6 +168,12 @@ def apply_retention() -> None:
     retention.apply()
 
 
+@app.task(name=names.SWEEP_RAW_STORE, soft_time_limit=3300, time_limit=3400, ignore_result=True)
+def sweep_raw_store() -> None:
+    """Delete the raw store's objects that no trace names (beat, daily; an external store)."""
+    retention.sweep_raw_store()
+
+
 # Two 100k-step runs take about 20 s; the job writes its progress as it goes, and one cut
 # short is queued again by the next visit to its page (`compare.open_job`).
 @app.task(name=names.COMPUTE_COMPARE, soft_time_limit=600, time_limit=660, **RETRY)

@@ -50,8 +50,8 @@ def store_trace(
     """
     digest = hashlib.sha256(data).hexdigest()
     stored, encoding = pack_raw(data)
-    raw, key = rawstore.keep(project.pk, digest, stored, encoding)
     with transaction.atomic():
+        raw, key = rawstore.keep(project.pk, digest, stored, encoding)
         trace, created = Trace.objects.get_or_create(
             project=project,
             sha256=digest,

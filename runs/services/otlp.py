@@ -119,12 +119,12 @@ def store_request(
     if not export.groups and not export.rejected:
         return None
     now = timezone.now()
-    trace = _request_trace(project, body, export, name=name, now=now, signal=signal)
-    if not export.groups:
-        trace.status = Trace.Status.FAILED
-        what = "log record" if signal == "logs" else "span"
-        trace.error = storage.clean_text(f"every {what} was rejected: {export.error_message}")
     with transaction.atomic():
+        trace = _request_trace(project, body, export, name=name, now=now, signal=signal)
+        if not export.groups:
+            trace.status = Trace.Status.FAILED
+            what = "log record" if signal == "logs" else "span"
+            trace.error = storage.clean_text(f"every {what} was rejected: {export.error_message}")
         if not _insert_raw(trace):
             return Trace.objects.get(project=project, sha256=trace.sha256)
         filed = _file_keys(project, trace, export)

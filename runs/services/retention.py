@@ -12,6 +12,10 @@ through every project in batches, each batch its own short transaction, never on
   labels through `deletion.delete_runs`, so its loop issues forget it (their counters count
   the runs kept); a trace left without runs goes too.
 
+`sweep_raw_store` (the beat, daily) deletes the objects of an external raw store
+(`rawstore.py`) that no trace names, once they are older than SWEEP_AFTER: a rolled-back
+upload's, or one whose deletion after a commit was cut short.
+
 The mark comes first and commits before any step is deleted, so an analysis reading the
 steps sees either all of them or the mark; `issues.group_runs` refuses a marked run, so a
 re-analysis racing the purge rolls back and changes nothing.
@@ -33,6 +37,10 @@ BATCH = 5000  # rows per DELETE
 RUN_BATCH = 200  # runs marked or deleted per transaction
 RAW_BATCH = 100  # traces emptied per transaction (their bytes can be large)
 LOCK = 0x6C62_7274  # pg advisory lock id ("lbrt"): one purge at a time
+# An object no trace names is swept only when older than this (a margin: the lock below is
+# what keeps an object that a commit is about to name).
+SWEEP_AFTER = timedelta(hours=1)
+SWEEP_CHUNK = 50  # objects checked and deleted per lock hold (uploads wait no longer)
 
 
 def apply(now=None) -> dict[str, int]:
@@ -191,3 +199,29 @@ def save_settings(project: Project, values: dict) -> Project:
             raise SettingsInvalid(f"{name} cannot be kept longer than the runs they belong to")
     project.save(update_fields=[*SETTINGS, "storage_budget_bytes"])
     return project
+
+
+def sweep_raw_store(now=None) -> int:
+    """Delete the objects of the external raw store that no trace names and that are older
+    than SWEEP_AFTER; return how many. Does nothing when raw bytes stay in the database.
+
+    A chunk at a time, each under the exclusive SWEEP_LOCK (`rawstore`): an upload that has
+    written its object but not yet committed its row holds the lock shared, so the sweep
+    waits for its commit and then sees the object named.
+    """
+    if not rawstore.external():
+        return 0
+    cutoff = (now or timezone.now()) - SWEEP_AFTER
+    swept = 0
+    for keys in rawstore.stored_keys():
+        for start in range(0, len(keys), SWEEP_CHUNK):
+            chunk = keys[start : start + SWEEP_CHUNK]
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [rawstore.SWEEP_LOCK])
+                named = set(
+                    Trace.objects.filter(raw_key__in=chunk).values_list("raw_key", flat=True)
+                )
+                orphans = [k for k in chunk if k not in named and rawstore.modified(k) < cutoff]
+                rawstore.delete_now(orphans)
+            swept += len(orphans)
+    return swept

@@ -49,6 +49,7 @@ def test_every_task_is_routed_to_one_of_the_three_queues():
         (task_names.RUN_BACKTEST, "bulk"),
         (task_names.NIGHTLY_BACKTESTS, "bulk"),
         (task_names.APPLY_RETENTION, "bulk"),
+        (task_names.SWEEP_RAW_STORE, "bulk"),
         (task_names.COMPUTE_COMPARE, "bulk"),
         (task_names.DELIVER, "delivery"),
         (task_names.SEND_TEST_DELIVERY, "delivery"),

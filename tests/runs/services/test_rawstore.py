@@ -8,10 +8,12 @@ or retention empties it (after the transaction commits; a rollback keeps it).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +21,7 @@ from pathlib import Path
 import boto3
 import pytest
 from django.core.files.storage import storages
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs import rawstore
@@ -189,3 +191,61 @@ def test_the_database_store_keeps_bytes_in_the_row(project, settings):
     trace.refresh_from_db()
     assert trace.raw_key == "" and trace.raw_external_bytes == 0
     assert len(bytes(trace.raw)) > 0 and trace.raw_bytes() == looping_trace(5)
+
+
+def _orphan(project) -> str:
+    """Write an object in a transaction that rolls back: no trace names it."""
+    with pytest.raises(RuntimeError), transaction.atomic():
+        _, key = rawstore.keep(project.pk, "ab" * 32, b"lost upload", "")
+        raise RuntimeError("rolled back")
+    return key
+
+
+def test_the_sweep_deletes_old_objects_that_no_trace_names_and_nothing_else(project, store):
+    named, _ = ingest.store_trace(project, looping_trace(5), name="kept.jsonl")
+    orphan = _orphan(project)
+    assert store() == {named.raw_key, orphan}
+    assert retention.sweep_raw_store() == 0  # too young: an upload may be about to name it
+    later = timezone.now() + retention.SWEEP_AFTER + timedelta(minutes=5)
+    assert retention.sweep_raw_store(now=later) == 1
+    assert store() == {named.raw_key}
+    assert Trace.objects.get(pk=named.pk).raw_bytes() == looping_trace(5)
+
+
+def test_the_sweep_waits_for_an_upload_that_has_written_its_object_but_not_its_row(project, store):
+    """An upload writes its object, then inserts its row and commits. A sweep that starts in
+    between must not take the object for an orphan, however old it thinks the object is."""
+    written, order = threading.Event(), []
+    data = looping_trace(6)
+    digest = hashlib.sha256(data).hexdigest()
+
+    def upload() -> None:
+        try:
+            with transaction.atomic():
+                raw, key = rawstore.keep(project.pk, digest, data, "")
+                written.set()
+                time.sleep(1.0)  # the sweep starts now, while the row is not there yet
+                Trace.objects.create(
+                    project=project, sha256=digest, name="slow.jsonl", size=len(data),
+                    raw=raw, raw_key=key, raw_encoding="",
+                )  # fmt: skip
+            order.append("committed")
+        finally:
+            connection.close()
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    assert written.wait(10)
+    far = timezone.now() + timedelta(days=30)  # every object counts as old
+    swept = retention.sweep_raw_store(now=far)
+    order.append("swept")
+    uploader.join(10)
+    trace = Trace.objects.get(project=project, sha256=digest)
+    assert order == ["committed", "swept"] and swept == 0
+    assert store() == {trace.raw_key} and trace.raw_bytes() == data
+
+
+def test_the_sweep_leaves_the_database_store_alone(project, settings):
+    settings.LOOPBOARD_RAW_STORE = "database"
+    ingest.store_trace(project, looping_trace(5), name="a.jsonl")
+    assert retention.sweep_raw_store(now=timezone.now() + timedelta(days=30)) == 0
