@@ -4,7 +4,9 @@ work between chunks (reading the steps, inside the alignment, checking results).
 
 from __future__ import annotations
 
+import gc
 import random
+import zlib
 from dataclasses import replace
 
 import pytest
@@ -80,6 +82,24 @@ def test_rows_of_every_shape_survive_the_stored_form(data):
     cmp = compare.Comparison(Run(pk=1), Run(pk=2), steps, steps[::-1], rows, True, None, None,
                              {"equal": 1}, 3, True)  # fmt: skip
     assert compare.decode(compare.encode(cmp), cmp.left, cmp.right) == cmp
+
+
+def test_decoding_holds_the_garbage_collector_only_while_it_runs():
+    steps = [compare.StepFacts(k, "tool_call", "t", "", "", ("ok", None), 1, 0.0, None)
+             for k in range(3)]  # fmt: skip
+    cmp = compare.Comparison(Run(pk=1), Run(pk=2), steps, steps, [], False, None, None)
+    assert gc.isenabled()
+    assert compare.decode(compare.encode(cmp), cmp.left, cmp.right).left_steps == steps
+    assert gc.isenabled()
+    with pytest.raises(zlib.error):
+        compare.decode(b"not a stored comparison", cmp.left, cmp.right)
+    assert gc.isenabled()  # given back after a failure too
+    gc.disable()
+    try:
+        compare.decode(compare.encode(cmp), cmp.left, cmp.right)
+        assert not gc.isenabled()  # a caller's own pause is left as it was
+    finally:
+        gc.enable()
 
 
 def test_the_cache_key_follows_each_runs_analysis_steps_appends_and_retention(changed_pair):
