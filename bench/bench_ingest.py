@@ -18,6 +18,7 @@ generator (bench/README.md). The Redis database it uses (and flushes) is BENCH_R
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -192,9 +193,9 @@ def busy_cpu() -> float:
     return times.user + times.system + getattr(times, "nice", 0.0)
 
 
-def send(url: str, key: str, files: list[Path], connections: int = 2) -> float:
+def send(url: str, headers: dict[str, str], files: list[Path], connections: int = 2) -> float:
     """POST the protobuf batches from `connections` keep-alive connections; return seconds."""
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/x-protobuf"}
+    headers = {**headers, "Content-Type": "application/x-protobuf"}
     chunks = [files[i::connections] for i in range(connections)]
 
     def one(paths: list[Path]) -> None:
@@ -224,16 +225,214 @@ def login(url: str) -> httpx.Client:
     return page
 
 
+MLFLOW_VERSION = "3.17.2"
+MLFLOW_VENV = ROOT / "var" / "bench" / "mlflow"
+SEARCH = "/api/3.0/mlflow/traces/search"
+BATCH_GET = "/api/3.0/mlflow/traces/batchGet"
+EXPERIMENT = "0"  # the Default experiment every new MLflow store has (warm-up requests)
+
+
+def one_span(seed: int) -> bytes:
+    """Return an ExportTraceServiceRequest of one root span (to warm a server up)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id = (seed + 1).to_bytes(16, "big")
+    span.span_id = (seed + 1).to_bytes(8, "big")
+    span.name = "warm-up"
+    span.start_time_unix_nano = time.time_ns()
+    span.end_time_unix_nano = span.start_time_unix_nano + 1000
+    return request.SerializeToString()
+
+
+def mlflow_bin(version: str) -> Path:
+    """Return the `mlflow` of var/bench/mlflow, installing MLflow `version` there from PyPI
+    first when it is not that version (the one download this benchmark makes, opt-in)."""
+    python = MLFLOW_VENV / "bin" / "python"
+    probe = [str(python), "-c", "import mlflow; print(mlflow.__version__)"]
+    if python.exists():
+        have = subprocess.run(probe, capture_output=True, text=True).stdout.strip()
+        if have == version:
+            return MLFLOW_VENV / "bin" / "mlflow"
+    else:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(MLFLOW_VENV)],
+                       check=True)  # fmt: skip
+        subprocess.run([str(python), "-m", "ensurepip", "--upgrade"], check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+    print(f"installing mlflow=={version} into {MLFLOW_VENV} ...", file=sys.stderr)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", f"mlflow=={version}"], check=True)
+    return MLFLOW_VENV / "bin" / "mlflow"
+
+
+class MlflowServer:
+    """`mlflow server` on a SQLite file in a temporary folder, on a free port."""
+
+    def __init__(self, version: str, workers: int, folder: Path) -> None:
+        self.bin, self.workers, self.folder = mlflow_bin(version), workers, folder
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.experiment = EXPERIMENT
+
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log = open(ROOT / "var" / "bench-ingest-mlflow.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [str(self.bin), "server", "--backend-store-uri", f"sqlite:///{self.folder}/mlflow.db",
+             "--default-artifact-root", str(self.folder / "artifacts"), "--host", "127.0.0.1",
+             "--port", str(self.port), "--workers", str(self.workers)],
+            cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="true",
+                     # no background job runner: ingest only, as the notes measured it
+                     MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
+                     # its bundled model price list: no fetch from the internet at run time
+                     # (offline, each worker's first model span waited ~22 s for retries)
+                     MLFLOW_MODEL_CATALOG_URI=""),
+        )  # fmt: skip
+        for _ in range(300):
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None:
+                raise SystemExit("mlflow server stopped; see var/bench-ingest-mlflow.log")
+            time.sleep(0.2)
+        else:
+            raise SystemExit("mlflow server did not come up; see var/bench-ingest-mlflow.log")
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Make the experiment the benchmark sends to, send a one-span request to each worker
+        (into the Default experiment), and wait until the server is idle: /health answers
+        while the other workers still import MLflow."""
+        with httpx.Client(base_url=self.url, timeout=60) as client:
+            made = client.post("/api/2.0/mlflow/experiments/create", json={"name": "bench"})
+            self.experiment = made.json()["experiment_id"]
+
+        def one(i: int) -> None:  # a connection each, at once, so that every worker gets some
+            headers = {"Content-Type": "application/x-protobuf",
+                       "x-mlflow-experiment-id": EXPERIMENT}  # fmt: skip
+            with httpx.Client(base_url=self.url, timeout=120) as client:
+                client.post("/v1/traces", content=one_span(i), headers=headers)
+
+        with ThreadPoolExecutor(4 * self.workers) as pool:
+            list(pool.map(one, range(4 * self.workers)))
+        deadline = time.perf_counter() + 120
+        while time.perf_counter() < deadline:
+            before = tree_cpu(self.proc.pid)
+            time.sleep(1)
+            if tree_cpu(self.proc.pid) - before < 0.1:
+                return
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, 15)  # the server and its uvicorn workers: its own group
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 9)
+
+
+def mlflow_trace_ids(client: httpx.Client, experiment: str) -> list[str]:
+    """Return the ids of every trace MLflow's search traces API lists in the experiment."""
+    ids: list[str] = []
+    token = None
+    while True:
+        body = {"locations": [{"type": "MLFLOW_EXPERIMENT",
+                               "mlflow_experiment": {"experiment_id": experiment}}],
+                "max_results": 500, **({"page_token": token} if token else {})}  # fmt: skip
+        page = client.post(SEARCH, json=body).json()
+        ids += [trace["trace_id"] for trace in page.get("traces", [])]
+        token = page.get("next_page_token")
+        if not token:
+            return ids
+
+
+def mlflow_spans(client: httpx.Client, trace_ids: list[str]) -> int:
+    """Return how many spans MLflow gives back for these traces (batchGet, 20 at a time)."""
+    total = 0
+    for start in range(0, len(trace_ids), 20):
+        params = [("trace_ids", t) for t in trace_ids[start : start + 20]]
+        traces = client.get(BATCH_GET, params=params).json().get("traces", [])
+        total += sum(len(trace.get("spans", [])) for trace in traces)
+    return total
+
+
+def measure_mlflow(args: argparse.Namespace, files: list[Path], runs: int, spans: int,
+                   folder: Path) -> dict:  # fmt: skip
+    """Send the same batches to MLflow's OTLP endpoint and time them until its search traces
+    API lists every trace; then count the spans it gives back (not timed)."""
+    server = MlflowServer(args.mlflow_version, args.mlflow_workers, folder)
+    loadavg = [round(x, 2) for x in os.getloadavg()]
+    server.start()
+    try:
+        pid = server.proc.pid
+        peak = 0
+        done = threading.Event()
+
+        def watch() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, tree_rss(pid))
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        cpu_before, busy_before = tree_cpu(pid), busy_cpu()
+        started = time.perf_counter()
+        watcher.start()
+        send_seconds = send(server.url, {"x-mlflow-experiment-id": server.experiment}, files)
+        listed_at = None
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            while time.perf_counter() - started < args.timeout:
+                found = len(mlflow_trace_ids(client, server.experiment))
+                if found >= runs:
+                    listed_at = time.perf_counter() - started
+                    break
+                time.sleep(0.2)
+            cpu = tree_cpu(pid) - cpu_before
+            other = max(0.0, busy_cpu() - busy_before - cpu)
+            done.set()
+            watcher.join(timeout=5)
+            ids = mlflow_trace_ids(client, server.experiment)
+            returned = mlflow_spans(client, ids)
+        elapsed = listed_at or (time.perf_counter() - started)
+        return {
+            "name": f"MLflow {args.mlflow_version}",
+            "spans": spans,
+            "traces_listed": len(ids),
+            "spans_returned": returned,
+            "send_seconds": round(send_seconds, 2),
+            "all_queryable_seconds": round(listed_at, 2) if listed_at else None,
+            "spans_per_second": round(spans / elapsed),
+            "runs_per_second": round(runs / elapsed, 1),
+            "peak_rss_mb": round(peak / 2**20),
+            "cpu_seconds": {"server": round(cpu, 1), "other processes": round(other, 1)},
+            "loadavg_at_start": loadavg,
+            "workers": args.mlflow_workers,
+            "backend": "SQLite",
+        }
+    finally:
+        server.stop()
+
+
 # Arize Phoenix's figures on this machine class, from bench/README.md.
 PHOENIX = {"name": "Arize Phoenix 20.26", "spans_per_second": 200,
            "note": "stored only, no loop analysis; 50k spans in 240-310 s, 200k in ~1,015 s"}  # fmt: skip
-TARGET_SPANS_PER_SECOND = 5000
+TARGET_SPANS_PER_SECOND = 20000  # issue 28 part 5: with analysis, on 2 cores
 
 
-def table(summary: dict) -> str:
-    """Return the summary as a text table, side by side with Phoenix's published numbers."""
+def table(summary: dict, mlflow: dict | None = None) -> str:
+    """Return the summary as a text table: loopboard, MLflow measured in the same run (with
+    --mlflow), and Phoenix's published numbers."""
     phoenix_seconds = summary["spans"] / PHOENIX["spans_per_second"]
     lat = summary["latency_during_load"]
+    m = mlflow or {}
 
     def latency(name: str) -> str:
         values = lat.get(name) or {}
@@ -243,35 +442,54 @@ def table(summary: dict) -> str:
             f"{values['median_ms']} / {values['p95_ms']} / {values['max_ms']} ms (n={values['n']})"
         )
 
+    def ml(text: str) -> str:
+        return text if mlflow else ""
+
     rows = [
         ("spans (runs x spans/run)", f"{summary['spans']:,} ({summary['runs']:,} runs)",
-         f"{summary['spans']:,}"),
-        ("sent in (2 connections)", f"{summary['send_seconds']} s", ""),
-        ("all runs stored + analyzed", f"{summary['all_analyzed_seconds']} s",
+         ml(f"{m.get('spans', 0):,}"), f"{summary['spans']:,}"),
+        ("sent in (2 connections)", f"{summary['send_seconds']} s",
+         ml(f"{m.get('send_seconds')} s"), ""),
+        ("all stored + analyzed (MLflow: listed)", f"{summary['all_analyzed_seconds']} s",
+         ml(f"{m.get('all_queryable_seconds')} s (stored only)"),
          f"~{phoenix_seconds:,.0f} s (stored only)"),
-        ("spans/s", f"{summary['spans_per_second']:,}", f"~{PHOENIX['spans_per_second']}"),
-        ("runs/s", f"{summary['runs_per_second']}", ""),
-        ("x Phoenix (target >= 25x)",
-         f"{summary['spans_per_second'] / PHOENIX['spans_per_second']:.1f}x", "1x"),
+        ("spans/s", f"{summary['spans_per_second']:,}", ml(f"{m.get('spans_per_second', 0):,}"),
+         f"~{PHOENIX['spans_per_second']}"),
+        ("runs/s", f"{summary['runs_per_second']}", ml(f"{m.get('runs_per_second')}"), ""),
+        ("loopboard / this tool", "1x",
+         ml(f"{summary['spans_per_second'] / max(1, m.get('spans_per_second', 1)):.2f}x"),
+         f"{summary['spans_per_second'] / PHOENIX['spans_per_second']:.1f}x"),
         (f"target {TARGET_SPANS_PER_SECOND:,} spans/s",
-         "met" if summary["spans_per_second"] >= TARGET_SPANS_PER_SECOND else "NOT met", ""),
-        ("peak RSS web / worker",
+         "met" if summary["spans_per_second"] >= TARGET_SPANS_PER_SECOND else "NOT met", "", ""),
+        ("peak RSS web / worker (MLflow: server)",
          f"{summary['peak_rss_mb'].get('web', '?')} / {summary['peak_rss_mb'].get('worker', '?')} MB",
-         "~1.1 GB (one process)"),
-        ("run page during load (median/p95/max)", latency("run_page"), ""),
-        ("GET /api/runs/{id} during load", latency("api_run"), ""),
+         ml(f"{m.get('peak_rss_mb')} MB"), "~1.1 GB (one process)"),
+        ("run page during load (median/p95/max)", latency("run_page"), "", ""),
+        ("GET /api/runs/{id} during load", latency("api_run"), "", ""),
         ("CPU s web / worker / postgres / others", " / ".join(
             str(summary["cpu_seconds"].get(k, "?"))
-            for k in ("web", "worker", "postgres", "other processes")), ""),
-        ("cores", f"{os.cpu_count()}", "2 (same machine class)"),
-        ("verdicts (truth)", f"{summary['verdicts']}", f"{summary['truth']}"),
-        ("load average at start", f"{summary['loadavg_at_start']}", ""),
+            for k in ("web", "worker", "postgres", "other processes")),
+         ml(f"{m.get('cpu_seconds', {}).get('server')} / - / - / "
+            f"{m.get('cpu_seconds', {}).get('other processes')}"), ""),
+        ("setup", f"PostgreSQL, gunicorn -w {summary['web_workers']}, "
+         f"{summary['worker_concurrency']} Celery processes",
+         ml(f"{m.get('backend')}, {m.get('workers')} workers"), "SQLite"),
+        ("cores", f"{os.cpu_count()}", ml(f"{os.cpu_count()}"), "2 (same machine class)"),
+        ("verdicts (truth)", f"{summary['verdicts']}",
+         ml(f"{m.get('traces_listed')} traces, {m.get('spans_returned', 0):,} spans returned"),
+         f"{summary['truth']}"),
+        ("load average at start", f"{summary['loadavg_at_start']}",
+         ml(f"{m.get('loadavg_at_start')}"), ""),
     ]  # fmt: skip
-    header = ("", "loopboard", PHOENIX["name"])
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(3)]
+    header = ("", "loopboard", m.get("name", "MLflow (--mlflow)"), PHOENIX["name"])
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(4)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    if mlflow:
+        lines.append("MLflow: measured in this run, after loopboard, with the same batches; "
+                     "stored only, no loop analysis; timed until its search traces API lists "
+                     "every trace (its OTLP endpoint answers once the spans are written).")  # fmt: skip
     lines.append(f"Phoenix: {PHOENIX['note']} (bench/README.md).")
     return "\n".join(lines)
 
@@ -289,6 +507,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key")
     parser.add_argument("--dsn", help="its database, to see when the runs are analyzed")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--mlflow",
+        action="store_true",
+        help="also send the same batches to MLflow (installed on first use into "
+        "var/bench/mlflow) and print both side by side",
+    )
+    parser.add_argument("--mlflow-version", default=MLFLOW_VERSION)
+    parser.add_argument("--mlflow-workers", type=int, default=4)
     args = parser.parse_args(argv)
 
     loadavg = [round(x, 2) for x in os.getloadavg()]
@@ -336,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         busy_before = busy_cpu()
         started = time.perf_counter()
         watcher.start()
-        send_seconds = send(url, key, files)
+        send_seconds = send(url, {"Authorization": f"Bearer {key}"}, files)
         stored_at = analyzed_at = None
         with psycopg.connect(dsn, autocommit=True) as conn:
             while time.perf_counter() - started < args.timeout:
@@ -385,9 +611,16 @@ def main(argv: list[str] | None = None) -> int:
             "web_workers": args.web_workers,
             "worker_concurrency": args.worker_concurrency,
         }
+        if server:
+            server.stop()
+            server = None
+        mlflow = None
+        if args.mlflow:
+            mlflow = measure_mlflow(args, files, args.runs, spans, tmp / "mlflow")
+            summary["mlflow"] = mlflow
         print(json.dumps(summary, indent=2))
         print()
-        print(table(summary))
+        print(table(summary, mlflow))
         return 0 if analyzed_at else 1
     finally:
         if server:

@@ -1,0 +1,147 @@
+"""Profile loopboard's OTLP ingest path in one process: the receiver, then the assembly.
+
+    .venv/bin/python bench/profile_ingest.py --runs 200            # 10,000 spans
+    .venv/bin/python bench/profile_ingest.py --runs 1000 --top 40  # 50,000 spans
+
+Generates protobuf batches of 500 spans with bench/gen_traces.py (as bench_ingest.py does),
+then, against a scratch database on the real PostgreSQL (dropped at the end), times and
+profiles with cProfile (1) the receiver: each batch through the Django test client's
+`POST /v1/traces` (authentication, decoding, `store_request`), and (2) the worker's part:
+`otlp.assemble` of every trace id the batches brought, in the chunks the receiver queued them
+(decode the stored requests, build the runs, store, analyze). The Celery messages the
+receiver queues go to BENCH_REDIS_DB (default 9), which is flushed. Prints each stage's
+seconds and spans/s and the top functions by cumulative and by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PG = "postgres://postgres@127.0.0.1:5432"
+
+
+def report(profile: cProfile.Profile, top: int) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out).strip_dirs()
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=24)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--no-profile", action="store_true", help="time only")
+    parser.add_argument(
+        "--per-task",
+        type=int,
+        default=0,
+        help="trace ids per assembly (default: each request's, as queued)",
+    )
+    args = parser.parse_args()
+
+    name = f"loopboard_prof_{os.getpid()}"
+    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    db = os.environ.get("BENCH_REDIS_DB", "9")
+    os.environ.update(
+        DATABASE_URL=f"{PG}/{name}",
+        DJANGO_SETTINGS_MODULE="loopboard.settings",
+        SECRET_KEY="bench-only",
+        CELERY_BROKER_URL=f"redis://127.0.0.1:6379/{db}",
+        LOOPBOARD_API_RATE="100000",
+        LOOPBOARD_API_BURST="100000",
+        LOG_LEVEL="WARNING",
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="profile-ingest-"))
+    try:
+        subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "gen_traces.py"), "--runs", str(args.runs),
+             "--steps", str(args.steps), "--batch-spans", "500", "--base-time", "now",
+             "--otlp-proto", str(tmp / "batches"), "--stats", str(tmp / "stats.json")],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        spans = json.loads((tmp / "stats.json").read_text())["spans"]
+        bodies = [p.read_bytes() for p in sorted((tmp / "batches").iterdir())]
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        from django.db import connection
+        from django.test import Client
+
+        from runs.models import ApiKey, OtlpSpanGroup, Project, Run
+        from runs.services import otlp
+
+        project = Project.objects.create(slug="prof", name="Prof")
+        key = ApiKey.issue(project, "prof")[1]
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
+        client.post("/v1/traces", data=b"", content_type="application/x-protobuf")  # warm up
+
+        profile = cProfile.Profile()
+        started = time.perf_counter()
+        for body in bodies:
+            if not args.no_profile:
+                profile.enable()
+            response = client.post("/v1/traces", data=body, content_type="application/x-protobuf")
+            profile.disable()
+            assert response.status_code == 200, response.content
+        receive = time.perf_counter() - started
+        print(f"receiver: {len(bodies)} requests, {spans:,} spans in {receive:.2f} s "
+              f"= {spans / receive:,.0f} spans/s")  # fmt: skip
+        if not args.no_profile:
+            print(report(profile, args.top))
+
+        chunks: dict[int, list[str]] = {}
+        for request_id, trace_id in OtlpSpanGroup.objects.values_list("request_id", "trace_id"):
+            chunks.setdefault(request_id, []).append(trace_id)
+        if args.per_task:
+            every = sorted({t for ids in chunks.values() for t in ids})
+            chunks = {i: every[i : i + args.per_task] for i in range(0, len(every), args.per_task)}
+        profile = cProfile.Profile()
+        started = time.perf_counter()
+        for request_id in sorted(chunks):
+            if not args.no_profile:
+                profile.enable()
+            otlp.assemble(project.pk, sorted(chunks[request_id]))
+            profile.disable()
+        assemble = time.perf_counter() - started
+        runs = Run.objects.count()
+        pending = Run.objects.filter(verdict="pending").count()
+        print(f"assembly: {len(chunks)} tasks, {runs} runs ({pending} pending), {spans:,} spans "
+              f"in {assemble:.2f} s = {spans / assemble:,.0f} spans/s")  # fmt: skip
+        print(f"both in one process: {spans / (receive + assemble):,.0f} spans/s; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+        if not args.no_profile:
+            print(report(profile, args.top))
+        connection.close()
+    finally:
+        subprocess.run(["redis-cli", "-n", db, "flushdb"], stdout=subprocess.DEVNULL)
+        with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        for path in sorted(tmp.rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        tmp.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
