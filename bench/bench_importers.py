@@ -38,6 +38,37 @@ Measured on the 2-core dev machine (2026-12-01), --mb 1024, each format alone:
 
 Most of the time left is the depth guard's string scan (reading.DepthGuard) and the
 text-only error rules (text_errors.COMMON, ~1.8 ms per 1.6 KB result), not the parsing.
+
+One session of any length (issue 28 part 4). `native-session` is one native run of ~3.7 KB
+steps, with a user turn every 200 steps and a failing call repeated five times every 1,000.
+`claude-code` is one Claude Code session of 705,800 calls in a single turn, each call
+different. `--through` measures each file three ways, each in a process of its own. `parse`
+is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
+the configured database (DATABASE_URL; not measured), then runs what the worker does with
+it, the import and then the analysis, in one process with Django; its project is deleted
+afterwards. `--dir DIR` keeps the generated files for the next run.
+
+    .venv/bin/python bench/bench_importers.py --mb 1024 --formats native-session,claude-code \
+        --through parse,scan,worker --dir /tmp/big
+
+Measured 2026-12-03 on the 2-core machine with a CI run beside it (load average ~5), plain
+Python engine. Before is commit 040cdc5, where every run was held whole. After is the step
+spool (runs/importers/kit/spool.py), which bounds native JSONL and Claude Code sessions.
+Every other format still holds its run whole.
+
+    format          through      MB    steps   s before  s after   peak RSS MB before  after
+    native-session  parse    1073.7   289254      10.3     11.6                 1195     68
+    native-session  scan     1073.7   289254      17.7     21.3                 1245     68
+    native-session  worker   1073.7   289254      54.7     59.8                 3524    183
+    claude-code     parse    1073.8   705800      65.3     92.1                 1580    184
+    claude-code     scan     1073.8   705800      94.6     93.8                 1808    356
+    claude-code     worker   1073.8   705800     135.7    111.8                 3449    490
+
+The Claude Code figures stay over 300 MB for two reasons. The engine keeps about 420 bytes
+for each distinct call within a turn, so this one-turn session of distinct calls adds about
+190 MB in `scan`. The reader also keeps a 64-bit hash of each record's uuid, tool_use id and
+answered call, about 80 MB here. The worker adds Django's ~95 MB and the ledger (~56 bytes
+a call).
 """
 
 from __future__ import annotations

@@ -252,3 +252,19 @@ def test_a_spooled_claude_code_session_reads_as_the_same_session_held_whole(monk
     assert any(step.lane for step in whole.steps)  # sub-agents
     assert any(step.tokens_out for step in whole.steps)
     assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
+
+
+def test_scan_reports_a_spooled_run_as_the_same_run_held_whole(monkeypatch, tmp_path, capsys):
+    from loopboard.cli import scan
+
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(_native(3000, seed=5))
+
+    def report(window: int) -> str:
+        monkeypatch.setattr(spool, "WINDOW", window)
+        scan.main(["--json", str(path)])
+        return capsys.readouterr().out
+
+    whole = report(100_000)
+    assert json.loads(whole)["findings"]
+    assert report(40) == whole
