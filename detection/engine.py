@@ -23,6 +23,7 @@ columns of ints and shared strings (LedgerEntry objects are made when it is read
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 from .detectors.base import Event, Level, Message, add_seq
@@ -157,8 +158,9 @@ class _Incident:
     """A finding while it is still growing: one loop, escalating from warn to stop."""
 
     __slots__ = (
-        "count", "detector", "fired_at", "last", "mark", "message", "rule", "seqs", "severity",
-        "signature", "started_at", "stop_at", "threshold", "tool",
+        "count", "detector", "fired_at", "last_cost", "last_steps", "last_time", "last_tokens",
+        "mark", "message", "rule", "seqs", "severity", "signature", "started_at", "stop_at",
+        "threshold", "tool",
     )  # fmt: skip
 
     def __init__(
@@ -168,7 +170,12 @@ class _Incident:
         self.started_at = started_at  # seq of the loop's first iteration
         self.fired_at = fired_at
         self.mark: Totals | None = None  # totals at the first warn
-        self.last: Totals | None = None  # totals at the loop's latest iteration since then
+        # the totals at the loop's latest iteration since then (fields, not a Totals: a
+        # loop moves on most steps, and these are set without allocating)
+        self.last_steps = 0
+        self.last_tokens = 0.0
+        self.last_cost = 0.0
+        self.last_time: float | None = None
         self.severity = "info"
         self.tool = tool
         self.signature = signature
@@ -178,6 +185,10 @@ class _Incident:
         self.message = ""
         self.rule = ""
         self.stop_at: int | None = None  # seq where it crossed the stop threshold
+
+    def last(self) -> Totals:
+        """Return the totals at the loop's latest iteration (once it warned)."""
+        return (self.last_steps, self.last_tokens, self.last_cost, self.last_time)
 
 
 def _sorted_seqs(seqs: list[int]) -> tuple[int, ...]:
@@ -252,7 +263,6 @@ class Monitor:
         self.last_repeat: tuple[int, int] | None = None
         # the run's waste as last added up; None once a loop moved (see report and waste)
         self._waste_memo: Waste | None = None
-        self._now: Totals | None = None  # the run's totals at this step, once asked for
         self._tokens = 0.0
         self._cost = 0.0
         self._has_tokens = False
@@ -297,28 +307,25 @@ class Monitor:
 
     # -- reporting ----------------------------------------------------------------------
     def _totals(self) -> Totals:
-        """Return the run's totals at this step (made once per step: loops report often)."""
-        now = self._now
-        if now is None:
-            now = self._now = (self.steps, self._tokens, self._cost, self._time)
-        return now
+        return (self.steps, self._tokens, self._cost, self._time)
 
-    def _waste(self, mark: Totals | None, last: Totals | None) -> Waste:
-        """Return what the steps after ``mark`` up to ``last`` cost (a loop's own waste).
+    def _waste(self, inc: _Incident) -> Waste:
+        """Return what a loop's own steps after its first warn cost, up to its latest one.
 
-        ``_cost_of(((mark, last),))`` with the same arithmetic, without sorting one span.
+        ``_cost_of(((inc.mark, inc.last()),))`` with the same arithmetic, without a sort.
         """
-        if mark is None or last is None:
+        mark = inc.mark
+        if mark is None:
             return Waste()
         tokens, cost, seconds = 0.0, 0.0, 0.0
-        tokens += last[1] - mark[1]
-        cost += last[2] - mark[2]
-        start, end = mark[3], last[3]
+        tokens += inc.last_tokens - mark[1]
+        cost += inc.last_cost - mark[2]
+        start, end = mark[3], inc.last_time
         timed = start is not None and end is not None
         if start is not None and end is not None:
             seconds += max(end - start, 0.0)
         return Waste(
-            steps=last[0] - mark[0],
+            steps=inc.last_steps - mark[0],
             tokens=int(tokens) if self._has_tokens else None,
             cost=round(cost, 6) if self._has_cost else None,
             seconds=round(seconds, 3) if timed else None,
@@ -329,7 +336,9 @@ class Monitor:
         steps, tokens, cost, seconds = 0, 0.0, 0.0, 0.0
         timed = False
         end: Totals | None = None  # the end of the merged span so far
-        for mark, last in sorted(spans, key=lambda span: span[0][0]):
+        # (by mark: marks at one step are equal, so this is the order of their steps, and
+        # a stable sort keeps spans that start together in their order)
+        for mark, last in sorted(spans, key=itemgetter(0)):
             if end is not None and mark[0] < end[0]:
                 if last[0] <= end[0]:
                     continue  # inside what is counted already
@@ -361,7 +370,7 @@ class Monitor:
             message=inc.message,
             rule=inc.rule,
             stop_at=inc.stop_at,
-            waste=self._waste(inc.mark, inc.last),
+            waste=self._waste(inc),
             started_at=inc.started_at,
         )
 
@@ -397,8 +406,9 @@ class Monitor:
             rises = _RANK[severity] > _RANK[inc.severity]
         inc.count = count
         inc.seqs = seqs
-        if inc.mark is not None:
-            inc.last = self._totals()  # one more iteration of a loop that warned
+        if inc.mark is not None:  # one more iteration of a loop that warned
+            inc.last_steps, inc.last_tokens = self.steps, self._tokens
+            inc.last_cost, inc.last_time = self._cost, self._time
             self._waste_memo = None
         if severity != "info":
             self._hit = True
@@ -409,7 +419,9 @@ class Monitor:
         if severity == "stop":
             inc.stop_at = self._last_seq
         if severity != "info" and inc.mark is None:
-            inc.mark = inc.last = self._totals()
+            inc.mark = self._totals()
+            inc.last_steps, inc.last_tokens = self.steps, self._tokens
+            inc.last_cost, inc.last_time = self._cost, self._time
             self._waste_memo = None
         if self._live:
             self._fired.append(self._finding(inc))
@@ -421,7 +433,6 @@ class Monitor:
             self._fired = []  # a new list each step: the caller may keep the last one
         self._hit = False
         self.last_repeat = None
-        self._now = None
         self.steps += 1
         self._last_seq = step.seq
         tokens_in, tokens_out = step.tokens_in, step.tokens_out
@@ -466,9 +477,10 @@ class Monitor:
         # for the same call (or the same result). Failure status still counts.
         known_args, known_result = args is not None, result is not None
         if known_args:
-            sig = plan.prefix + digester.digest(args)
+            digits = digester.digest(args)
+            sig = plan.prefix + digits
         else:
-            sig = f"{plan.prefix}?{step.seq}"
+            sig, digits = f"{plan.prefix}?{step.seq}", ""
             self.unknown_args += 1
         canonical = digester.canonical
         if known_result:
@@ -482,7 +494,7 @@ class Monitor:
         invalid = status == "invalid"
         error = invalid or status == "error"
         if invalid:
-            sig = INVALID_SIG
+            sig, digits = INVALID_SIG, ""
         # Calls issued together in one assistant message are concurrent, not one after
         # another: the same call twice in one batch saw nothing of the other, so it is no
         # repeat of it (the sequence detectors skip it; a batch issued again is batch_repeat's).
@@ -550,8 +562,18 @@ class Monitor:
         if ev.repeat_of is not None:
             self.repeated += 1
             self.last_repeat = (ev.repeat_of, ev.group_count)
-        if self._keep_ledger:
-            self._ledger.add(step, sig, rdig, ev.repeat_of, ev.group_count)
+        if self._keep_ledger:  # (the plan's tool name: one string for all calls of a tool)
+            failed = "invalid" if invalid else "error" if error else "ok"
+            self._ledger.add(
+                ev.seq,
+                plan.settings.tool,
+                failed,
+                sig,
+                digits,
+                rdig,
+                ev.repeat_of,
+                ev.group_count,
+            )
         if calls % self._stride == 0:
             self._series.append((ev.seq, round(self.repeated / calls, 4)))
             if len(self._series) >= SERIES_POINTS:
@@ -699,8 +721,8 @@ class Monitor:
                 if lead not in shared:
                     continue
                 inc = pairs[index][1]
-                if inc.mark is not None and inc.last is not None:
-                    spans.setdefault(lead, []).append((inc.mark, inc.last))
+                if inc.mark is not None:
+                    spans.setdefault(lead, []).append((inc.mark, inc.last()))
             for lead, parts in spans.items():
                 if len(parts) > 1:
                     out[lead].waste = self._cost_of(parts)
@@ -717,9 +739,7 @@ class Monitor:
         memo = self._waste_memo
         if memo is None:
             memo = self._waste_memo = self._cost_of(
-                (inc.mark, inc.last)
-                for inc in self._incidents.values()
-                if inc.mark is not None and inc.last is not None
+                (inc.mark, inc.last()) for inc in self._incidents.values() if inc.mark is not None
             )
         return memo
 

@@ -13,16 +13,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .step import Step
-
 __all__ = [
     "SEVERITIES", "Analysis", "Check", "Finding", "Ledger", "LedgerEntry", "Waste", "worst",
 ]  # fmt: skip
 
 SEVERITIES = ("info", "warn", "stop")
 _RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
-#: Step statuses that are a failed call: an error, or an invalid turn (no valid action).
-_FAILED = frozenset({"error", "invalid"})
 
 
 def worst(severities: Any) -> str:
@@ -195,19 +191,10 @@ class LedgerEntry:
 
 
 _NO_REPEAT = -(2**63)  # the ledger's repeat_of column: the call repeated nothing
-
-
-def _digest_bits(text: str, start: int) -> int:
-    """The 64 bits of a 16-hex-digit digest that ends `text` after `start` characters (as
-    the engine writes them), or -1 when it is not one (then the text is kept as it is)."""
-    if len(text) - start != 16:
-        return -1
-    digits = text[start:]
-    try:
-        bits = int(digits, 16)
-    except ValueError:
-        return -1
-    return bits if f"{bits:016x}" == digits else -1
+_NO_BITS = "0" * 16  # (the digest column's word for a text kept as it is, in _odd)
+#: Calls held as plain lists before they are packed into the columns: packing a batch is a
+#: few C calls (a join, bytes.fromhex, array.extend) instead of a dozen calls per call.
+PACK_EVERY = 1024
 
 
 def _append(column: Any, value: Any) -> Any:
@@ -221,6 +208,48 @@ def _append(column: Any, value: Any) -> Any:
     return column
 
 
+def _extend(column: Any, values: list[Any]) -> Any:
+    """``_append`` each value in turn; return the column (all at once when all fit)."""
+    if isinstance(column, list):
+        column.extend(values)
+        return column
+    try:
+        column.fromlist(values)  # (all or nothing)
+    except (OverflowError, TypeError):
+        for value in values:
+            column = _append(column, value)
+    return column
+
+
+def _hex_digits(text: str) -> bool:
+    """Whether a text is 16 hex digits as the engine writes a digest (lower case)."""
+    if len(text) != 16:
+        return False
+    try:
+        return bytes.fromhex(text).hex() == text
+    except ValueError:
+        return False
+
+
+def _pack_digests(column: bytearray, texts: list[str], odd: dict[tuple[int, int], str],
+                  first: int, which: int, tools: list[str]) -> None:  # fmt: skip
+    """Append the 64 bits of each text of 16 hex digits; keep any other text as it is in
+    ``odd`` (``which`` 0: a signature's digits after its tool's name, 1: a result digest)."""
+    joined = "".join(texts)
+    try:
+        packed = bytes.fromhex(joined)
+    except ValueError:
+        packed = b""
+    if packed.hex() == joined:
+        column += packed  # (every text of the engine's: 16 hex digits each)
+        return
+    for index, text in enumerate(texts):
+        if not _hex_digits(text):
+            odd[(first + index, which)] = f"{tools[first + index]}:{text}" if not which else text
+            text = _NO_BITS
+        column += bytes.fromhex(text)
+
+
 class Ledger:
     """The progress ledger of a run: one LedgerEntry per tool call, in order.
 
@@ -229,10 +258,12 @@ class Ledger:
     is kept as it is, by index), the tool and status as shared strings. A run of a million
     calls costs about 56 bytes a call, adds no million objects for the garbage collector to
     walk, and keeps none of its steps alive; entries are made as they are read (iterate it,
-    index it, or take ``repeats()``).
+    index it, or take ``repeats()``). The last calls added (up to PACK_EVERY) wait in plain
+    lists and are packed in one go, when there are that many or when the ledger is read.
     """
 
-    __slots__ = ("_count", "_odd", "_rdig", "_repeat_of", "_seq", "_sig", "_status", "_tool",
+    __slots__ = ("_count", "_new", "_new_count", "_new_rdig", "_new_repeat", "_new_seq",
+                 "_new_sig", "_odd", "_rdig", "_repeat_of", "_seq", "_sig", "_status", "_tool",
                  "_tools")  # fmt: skip
 
     def __init__(self) -> None:
@@ -240,38 +271,76 @@ class Ledger:
         self._seq: Any = array("q")
         self._repeat_of: Any = array("q")
         self._count: Any = array("q")
-        self._sig = array("Q")  # 64 bits of the signature's digest (see _odd)
-        self._rdig = array("Q")
+        self._sig = bytearray()  # 64 bits of the signature's digest a call (see _odd)
+        self._rdig = bytearray()
         self._tool: list[str] = []
         self._status: list[str] = []
         self._tools: dict[str, str] = {}  # one string per tool name
         self._odd: dict[tuple[int, int], str] = {}  # (index, 0 sig | 1 rdig) -> its text
+        # the calls not packed yet: their seqs, repeats, counts and digests' hex digits
+        self._new = 0
+        self._new_seq: list[Any] = []
+        self._new_repeat: list[Any] = []
+        self._new_count: list[Any] = []
+        self._new_sig: list[str] = []
+        self._new_rdig: list[str] = []
 
-    def add(self, step: Step, sig: str, rdig: str, repeat_of: int | None, count: int) -> None:
-        name = step.tool or "?"
-        tool = self._tools.setdefault(name, name)
-        status = step.status
-        index = len(self._seq)
-        self._seq = _append(self._seq, step.seq)
+    def add(
+        self,
+        seq: int,
+        name: str,
+        status: str,
+        sig: str,
+        digits: str,
+        rdig: str,
+        repeat_of: int | None,
+        count: int,
+    ) -> None:
+        """Add a call of tool ``name``; ``status`` is "ok", "error" or "invalid" (the engine
+        calls any other step status "ok"). ``digits`` are the 16 hex digits that end ``sig``
+        after the tool's name and ":" (``sig`` is ``f"{name}:{digits}"``), or "" when ``sig``
+        is another text."""
+        tool = self._tools.get(name)
+        if tool is None:
+            tool = self._tools[name] = name
+        index = len(self._tool)
         self._tool.append(tool)
-        self._status.append("error" if status == "error" else "invalid" if status == "invalid"
-                            else "ok")  # fmt: skip
-        bits = _digest_bits(sig, len(tool) + 1) if sig.startswith(tool + ":") else -1
-        if bits < 0:
+        self._status.append(status)
+        if len(digits) != 16:
             self._odd[(index, 0)] = sig
-        self._sig.append(max(bits, 0))
-        bits = _digest_bits(rdig, 0)
-        if bits < 0:
+            digits = _NO_BITS
+        self._new_sig.append(digits)
+        if len(rdig) != 16:
             self._odd[(index, 1)] = rdig
-        self._rdig.append(max(bits, 0))
-        self._repeat_of = _append(self._repeat_of, _NO_REPEAT if repeat_of is None else repeat_of)
-        self._count = _append(self._count, count)
+            rdig = _NO_BITS
+        self._new_rdig.append(rdig)  # (hex digits or not: see _pack_digests)
+        self._new_seq.append(seq)
+        self._new_repeat.append(_NO_REPEAT if repeat_of is None else repeat_of)
+        self._new_count.append(count)
+        self._new += 1
+        if self._new >= PACK_EVERY:
+            self._pack()
+
+    def _pack(self) -> None:
+        """Move the calls not packed yet into the columns."""
+        if not self._new:
+            return
+        first = len(self._tool) - self._new
+        self._seq = _extend(self._seq, self._new_seq)
+        self._repeat_of = _extend(self._repeat_of, self._new_repeat)
+        self._count = _extend(self._count, self._new_count)
+        _pack_digests(self._sig, self._new_sig, self._odd, first, 0, self._tool)
+        _pack_digests(self._rdig, self._new_rdig, self._odd, first, 1, self._tool)
+        self._new = 0
+        self._new_seq, self._new_repeat, self._new_count = [], [], []
+        self._new_sig, self._new_rdig = [], []
 
     def copy(self) -> Ledger:
+        self._pack()
         twin = Ledger()
         twin._seq, twin._repeat_of = self._seq[:], self._repeat_of[:]
-        twin._count, twin._sig = self._count[:], array("Q", self._sig)
-        twin._rdig, twin._tool = array("Q", self._rdig), list(self._tool)
+        twin._count, twin._sig = self._count[:], bytearray(self._sig)
+        twin._rdig, twin._tool = bytearray(self._rdig), list(self._tool)
         twin._status, twin._tools, twin._odd = (
             list(self._status),
             dict(self._tools),
@@ -280,7 +349,7 @@ class Ledger:
         return twin
 
     def __len__(self) -> int:
-        return len(self._seq)
+        return len(self._tool)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ledger):
@@ -290,16 +359,17 @@ class Ledger:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<Ledger of {len(self._seq)} calls>"
+        return f"<Ledger of {len(self._tool)} calls>"
 
     def entry(self, index: int) -> LedgerEntry:
+        self._pack()
         tool, status, odd = self._tool[index], self._status[index], self._odd
         sig = odd.get((index, 0)) if odd else None
         if sig is None:
-            sig = f"{tool}:{self._sig[index]:016x}"
+            sig = f"{tool}:{self._sig[8 * index : 8 * index + 8].hex()}"
         rdig = odd.get((index, 1)) if odd else None
         if rdig is None:
-            rdig = f"{self._rdig[index]:016x}"
+            rdig = self._rdig[8 * index : 8 * index + 8].hex()
         repeat_of = self._repeat_of[index]
         return LedgerEntry(
             self._seq[index], tool, sig, f"{sig}:{rdig}:{status}",
@@ -308,17 +378,18 @@ class Ledger:
 
     def __getitem__(self, index: int) -> LedgerEntry:
         if index < 0:
-            index += len(self._seq)
-        if not 0 <= index < len(self._seq):
+            index += len(self._tool)
+        if not 0 <= index < len(self._tool):
             raise IndexError("ledger index out of range")
         return self.entry(index)
 
     def __iter__(self) -> Iterator[LedgerEntry]:
-        for index in range(len(self._seq)):
+        for index in range(len(self._tool)):
             yield self.entry(index)
 
     def repeats(self) -> Iterator[LedgerEntry]:
         """Yield only the calls that repeated an earlier one without progress."""
+        self._pack()
         for index, first in enumerate(self._repeat_of):
             if first != _NO_REPEAT:
                 yield self.entry(index)
@@ -388,8 +459,10 @@ def group_loops(findings: Sequence[Finding]) -> list[int]:
             continue
         seqs: Any = finding.seqs  # (read as objects: the dict keys them so anyway)
         for seq in seqs:
-            other = owner.setdefault(seq, index)
-            if other != index:
+            other = owner.get(seq)
+            if other is None:
+                owner[seq] = index
+            elif other != index:
                 parent[_root(parent, index)] = _root(parent, other)
                 joined = True
     lead = list(range(count))

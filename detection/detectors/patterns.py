@@ -71,6 +71,22 @@ def _cycle_message(
     )
 
 
+def _cycle_message_now(
+    period: int,
+    tools: list[str],
+    cycles: int,
+    start: int,
+    recent: list[tuple[int, Any]],
+    when: list[int],
+) -> str:
+    """``_cycle_message`` for the last ``period`` calls: their tools (the last of ``tools``)
+    and, when they are the calls that repeated (``recent``), their arguments."""
+    block_args = [args for seq, args in recent[-period:]]
+    if [seq for seq, _ in recent[-period:]] != when[-period:]:
+        block_args = []  # (not the cycle's calls: the message names tools only)
+    return _cycle_message(period, tools[-period:], cycles, start, block_args or None)
+
+
 def _cycle_calls(tools: list[str], args: list[Any] | None) -> str:
     """The cycle's calls, "a -> b"; calls of one tool also show the arguments that differ
     between them (``read_file path='a.py' -> read_file path='b.py'``)."""
@@ -120,8 +136,8 @@ class Oscillation:
         keys, when = state.keys, state.when
         recent = state.args
         recent.append((ev.seq, ev.args))
-        if len(recent) > MAX_PERIOD:
-            del recent[0]
+        if len(recent) > 2 * MAX_PERIOD:
+            del recent[:MAX_PERIOD]  # (only the last MAX_PERIOD are read)
         size = len(keys)
         reported = False
         for period in range(MIN_PERIOD, MAX_PERIOD + 1):
@@ -149,23 +165,21 @@ class Oscillation:
             if level is None:
                 continue
             reported = True
-            block_tools = state.tools[-period:]
             named = state.named[period]
             if named is None:
                 block_keys = keys[-period:]
                 rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
-                tools = set(block_tools)
+                tools = set(state.tools[-period:])
                 tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
                 named = ("cycle:" + digest(rotation), tool)
                 state.named[period] = named
             signature, tool = named
-            block_args = [args for seq, args in recent[-period:]]
-            if [seq for seq, _ in recent[-period:]] != when[-period:]:
-                block_args = []  # (not the cycle's calls: the message names tools only)
+            # (the message's calls are read from the state when it is made: report() calls
+            # it at once, and only when the finding fires or escalates)
             out.report(
                 ("oscillation", signature, state.start[period]), level, cycles, tool,
-                signature, seqs, _cycle_message,
-                (period, block_tools, cycles, state.start[period], block_args or None), False,
+                signature, seqs, _cycle_message_now,
+                (period, state.tools, cycles, state.start[period], recent, when), False,
             )  # fmt: skip
 
     def predict(self, state: OscState, ev: Event) -> list[tuple[Any, ...]]:
