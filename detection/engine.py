@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
 
 from .detectors.base import Event, Level, Message, add_seq
 from .detectors.blocker import Blocker, BlockerState
@@ -49,16 +49,16 @@ from .step import Step
 __all__ = ["Monitor", "analyze"]
 
 #: Ids of steps outside the main lane remembered as possible parents of a new lane.
-MAX_IDS = 4096
+MAX_IDS: Final = 4096
 #: Lanes kept besides the main one, least recently used out first (bounds a live run's memory
 #: when it spawns sub-agent after sub-agent).
-MAX_LANES = 256
-MAX_FAULTS = 4096  # error fingerprints remembered by call and result (loops repeat them)
-MAX_BATCH_SIGS = 1024  # call signatures remembered of one batch (a batch is a few calls)
-SERIES_POINTS = 200
+MAX_LANES: Final = 256
+MAX_FAULTS: Final = 4096  # error fingerprints remembered by call and result (loops repeat them)
+MAX_BATCH_SIGS: Final = 1024  # call signatures remembered of one batch (a batch is a few calls)
+SERIES_POINTS: Final = 200
 #: The call signature of every invalid turn (no valid action), whatever its tool, arguments
 #: or error text: a streak of them is one loop.
-INVALID_SIG = "(invalid)"
+INVALID_SIG: Final = "(invalid)"
 
 Totals = tuple[int, float, float, float | None]  # steps, tokens, cost, time
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
     "SEVERITIES", "Analysis", "Check", "Finding", "Ledger", "LedgerEntry", "Waste", "worst",
 ]  # fmt: skip
 
-SEVERITIES = ("info", "warn", "stop")
-_RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
+SEVERITIES: Final = ("info", "warn", "stop")
+_RANK: Final = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
 
 
 def worst(severities: Any) -> str:
@@ -190,11 +190,11 @@ class LedgerEntry:
         return f"LedgerEntry({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
 
-_NO_REPEAT = -(2**63)  # the ledger's repeat_of column: the call repeated nothing
-_NO_BITS = "0" * 16  # (the digest column's word for a text kept as it is, in _odd)
+_NO_REPEAT: Final = -(2**63)  # the ledger's repeat_of column: the call repeated nothing
+_NO_BITS: Final = "0" * 16  # (the digest column's word for a text kept as it is, in _odd)
 #: Calls held as plain lists before they are packed into the columns: packing a batch is a
 #: few C calls (a join, bytes.fromhex, array.extend) instead of a dozen calls per call.
-PACK_EVERY = 1024
+PACK_EVERY: Final = 1024
 
 
 def _append(column: Any, value: Any) -> Any:

@@ -30,10 +30,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 import orjson
-from xxhash import xxh3_64_hexdigest, xxh3_128_intdigest
+import xxhash
 
 __all__ = [
     "CALL_ID_KEYS",
@@ -51,7 +51,7 @@ __all__ = [
 
 #: Keys whose values change on every call without saying anything about the work:
 #: timestamps, correlation ids, nonces and timings. Dropped at every depth, in args and results.
-DEFAULT_VOLATILE: frozenset[str] = frozenset(
+DEFAULT_VOLATILE: Final[frozenset[str]] = frozenset(
     {
         "ts",
         "timestamp",
@@ -84,12 +84,14 @@ DEFAULT_VOLATILE: frozenset[str] = frozenset(
 
 #: Keys that name the tool call an object answers: such an object is a message about the
 #: call (a serialised ToolMessage, a tool_result block), and its own ids go too.
-CALL_ID_KEYS: frozenset[str] = frozenset({"tool_call_id", "toolCallId", "tool_use_id", "toolUseId"})
+CALL_ID_KEYS: Final[frozenset[str]] = frozenset(
+    {"tool_call_id", "toolCallId", "tool_use_id", "toolUseId"}
+)
 
 #: The ids of a message about a call: the message's, the call's and the framework run's.
 #: Dropped only inside such a message: elsewhere an ``id`` or a ``run_id`` may be the very
 #: thing a tool is asked about (``get_workflow_run(run_id=...)``).
-MESSAGE_ID_KEYS: frozenset[str] = frozenset(
+MESSAGE_ID_KEYS: Final[frozenset[str]] = frozenset(
     {
         "id",
         "call_id",
@@ -103,11 +105,17 @@ MESSAGE_ID_KEYS: frozenset[str] = frozenset(
     }
 )
 
-_OPTS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
-_WS = re.compile(r"[ \t\n\r\f\v]+")
-_WS_ANY = re.compile(r"[ \t\n\r\f\v]")
-_SEPARATORS = ("\x1c", "\x1d", "\x1e", "\x1f")  # whitespace to str.split(), not to _WS
-_EMPTY: frozenset[str] = frozenset()
+_OPTS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+# The library functions of the hot path, bound once: the compiled engine reads a Final name
+# directly, where it looks any other module-level name up in the module's dict at each use.
+_dumps: Final = orjson.dumps
+_loads: Final = orjson.loads
+xxh3_64_hexdigest: Final = xxhash.xxh3_64_hexdigest
+xxh3_128_intdigest: Final = xxhash.xxh3_128_intdigest
+_WS: Final = re.compile(r"[ \t\n\r\f\v]+")
+_WS_ANY: Final = re.compile(r"[ \t\n\r\f\v]")
+_SEPARATORS: Final = ("\x1c", "\x1d", "\x1e", "\x1f")  # whitespace to str.split(), not to _WS
+_EMPTY: Final[frozenset[str]] = frozenset()
 
 
 def _canonical_str(text: str) -> bool:
@@ -179,7 +187,7 @@ def json_in_text(text: str) -> Any:
     if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
         return None
     try:
-        return orjson.loads(stripped)
+        return _loads(stripped)
     except orjson.JSONDecodeError:  # not JSON, or nested deeper than orjson reads
         return None
 
@@ -249,7 +257,7 @@ def normalize(value: Any, volatile: Iterable[str] = _EMPTY) -> Any:
 
 def _encode(value: Any) -> bytes:
     try:
-        return orjson.dumps(value, option=_OPTS)
+        return _dumps(value, option=_OPTS)
     except TypeError:  # ints beyond 64 bits, odd types from a live caller
         import json
 
@@ -265,8 +273,8 @@ def digest(value: Any) -> str:
 
 #: Digesters remember the digests of short values (loops repeat the same arguments and
 #: results); each memo is cleared when full, so memory stays bounded.
-_MEMO_MAX = 2048
-_MEMO_SIZE = 512  # only values whose text/encoding is shorter than this are remembered
+_MEMO_MAX: Final = 2048
+_MEMO_SIZE: Final = 512  # only values whose text/encoding is shorter than this are remembered
 
 
 class Digester:
@@ -314,7 +322,7 @@ class Digester:
                 self._remember(value, known)
             return known
         try:
-            raw = orjson.dumps(value, option=_OPTS)
+            raw = _dumps(value, option=_OPTS)
         except TypeError:
             raw = _encode(value)
         self.canonical = _canonical(value, volatile)
@@ -330,7 +338,7 @@ class Digester:
         return known
 
 
-_digesters: dict[frozenset[str], Digester] = {}
+_digesters: Final[dict[frozenset[str], Digester]] = {}
 
 
 def clear_memo() -> None:
@@ -405,12 +413,12 @@ def progress_signature(
 # none (a grep that found nothing: exit code 1, no output) is *weak*: it names no blocker,
 # and only the exact-repeat rule counts it.
 
-FAULT_HEAD = 4000
-FAULT_TAIL = 2000
-FAULT_LINES = 4  # salient lines kept from the start and from the end
-FAULT_MAX = 400  # characters of the fingerprint text
+FAULT_HEAD: Final = 4000
+FAULT_TAIL: Final = 2000
+FAULT_LINES: Final = 4  # salient lines kept from the start and from the end
+FAULT_MAX: Final = 400  # characters of the fingerprint text
 
-_SALIENT = re.compile(
+_SALIENT: Final = re.compile(
     r"error|exception|fail|fatal|denied|refused|not found|no such|cannot|can't|could not"
     r"|couldn't|unable|invalid|unknown|missing|timed? ?out|traceback|panic|abort|forbidden"
     r"|unauthori[sz]ed|too many|rate.?limit|not allowed|not permitted|unrecognized"
@@ -421,15 +429,15 @@ _SALIENT = re.compile(
     r"|not recognized|no rule to make|required|expected|exactly one|formatted|format error",
     re.IGNORECASE,
 )
-_EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|Exit|Interrupt|Fault)\b")
-_EXIT = re.compile(
+_EXCEPTION_LINE: Final = re.compile(r"^\s*[\w.]*(?:Error|Exception|Exit|Interrupt|Fault)\b")
+_EXIT: Final = re.compile(
     r"(?:exit|return)[ _-]?(?:code|status)[ \t]*[:=]?[ \t]*(-?\d+)"
     r"|exited with (?:exit )?(?:code|status)[ \t]*(-?\d+)"
     r"|<returncode>\s*(-?\d+)\s*</returncode>|non-zero exit status (\d+)"
     r"|\[(?:exit code|exit status)[: ]+(-?\d+)\]",
     re.IGNORECASE,
 )
-_HTTP = re.compile(
+_HTTP: Final = re.compile(
     r"\b(?:http(?:/[\d.]+)?|status(?:[ _]?code)?|response(?: code)?|error(?: code)?|code)"
     r"[\s:=#]*([45]\d\d)\b"
     r"|\b([45]\d\d)[ \t]+(?:(?:client|server) error|too many requests|forbidden|not found"
@@ -438,30 +446,32 @@ _HTTP = re.compile(
     r"|method not allowed|conflict|payment required|request time-?out)",
     re.IGNORECASE,
 )
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/\s'\"`<>]*@)?([^/\s'\"`<>?#:]+)[^\s'\"`<>]*")
-_QUOTED = re.compile(
+_URL: Final = re.compile(
+    r"\b[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/\s'\"`<>]*@)?([^/\s'\"`<>?#:]+)[^\s'\"`<>]*"
+)
+_QUOTED: Final = re.compile(
     r"(?<![\w'\"`])(?:'([^'\n]{0,400})'|\"([^\"\n]{0,400})\"|`([^`]{0,400})`|‘([^’]{0,400})’"
     r"|“([^”]{0,400})”)(?![\w'\"`])"
 )
-_TIME = re.compile(
+_TIME: Final = re.compile(
     r"\d{4}-\d\d-\d\d(?:[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)?"
     r"|\b\d\d:\d\d:\d\d(?:[.,]\d+)?\b"
 )
-_HEX = re.compile(
+_HEX: Final = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
     r"|\b0x[0-9a-fA-F]+\b|\b(?=[a-fA-F]*\d)(?=\d*[a-fA-F])[0-9a-fA-F]{7,}\b"
 )
-_PATH = re.compile(r"(?:[\w.~@+-]*/)+([\w.@+-]*)")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_VALIDATION_ECHO = re.compile(
+_PATH: Final = re.compile(r"(?:[\w.~@+-]*/)+([\w.@+-]*)")
+_NUMBER: Final = re.compile(r"\d+(?:[.,]\d+)*")
+_VALIDATION_ECHO: Final = re.compile(
     r",[ \t]*input_value=.*?,[ \t]*input_type=[\w.]+(?=\])"
     r"|[ \t]*For further information visit https?://errors\.pydantic\.dev\S*",
     re.IGNORECASE,
 )
 #: A pydantic error names its field on the line before the message: joined, "payment_id:
 #: Field required" and "seat: Field required" stay two blockers.
-_VALIDATION_LOC = re.compile(r"^(\S[^\n]*)\n[ \t]+(?=[^\n]*\[type=)", re.MULTILINE)
-_ECHO_TOKEN = re.compile(r"[^\s'\"`=,;()\[\]{}<>|&]+")
+_VALIDATION_LOC: Final = re.compile(r"^(\S[^\n]*)\n[ \t]+(?=[^\n]*\[type=)", re.MULTILINE)
+_ECHO_TOKEN: Final = re.compile(r"[^\s'\"`=,;()\[\]{}<>|&]+")
 
 
 class Fault:

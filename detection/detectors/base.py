@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from ..keys import Fault
     from ..policy import ToolSettings
 
-MAX_SEQS = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
-_WORDS = re.compile(r"[a-z0-9_]+")
+MAX_SEQS: Final = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
+_WORDS: Final = re.compile(r"[a-z0-9_]+")
 
 #: (severity, threshold, policy row): what Threshold.level() returns when a count reaches it.
 Level = tuple[str, int, str]
@@ -144,7 +144,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return inter / (len(a) + len(b) - inter)
 
 
-POLL_WORDS = ("status", "poll", "wait", "check", "progress", "get_job", "result")
+POLL_WORDS: Final = ("status", "poll", "wait", "check", "progress", "get_job", "result")
 
 
 def advice(tool: str | None, failing: bool = False) -> str:

@@ -31,7 +31,7 @@ Failures count across the whole run (like the repeat rule's), on one path of the
 from __future__ import annotations
 
 import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import canonical_path, digest
 from .base import Event, add_seq, short
@@ -40,18 +40,18 @@ from .similarity import read_target
 if TYPE_CHECKING:
     from ..engine import Monitor
 
-MAX_SCOPES = 64  # tools and hosts with failures remembered per path
-MAX_FAULTS = 8  # distinct fingerprints remembered per tool or host
-MAX_TARGETS = 16  # targets remembered per blocker
+MAX_SCOPES: Final = 64  # tools and hosts with failures remembered per path
+MAX_FAULTS: Final = 8  # distinct fingerprints remembered per tool or host
+MAX_TARGETS: Final = 16  # targets remembered per blocker
 
-FILE_KEYS = (
+FILE_KEYS: Final = (
     "path", "file_path", "filePath", "file", "filename", "absolute_path", "target_file",
     "notebook_path", "dir_path", "directory",
 )  # fmt: skip
-URL_KEYS = ("url", "uri", "href", "link", "endpoint", "page")
-COMMAND_KEYS = ("command", "cmd", "commands", "script", "shell_command")
+URL_KEYS: Final = ("url", "uri", "href", "link", "endpoint", "page")
+COMMAND_KEYS: Final = ("command", "cmd", "commands", "script", "shell_command")
 #: Programs whose first word is not what they do: the next word is part of the head.
-_SUBCOMMANDS = frozenset(
+_SUBCOMMANDS: Final = frozenset(
     {
         "git", "npm", "npx", "yarn", "pnpm", "bun", "cargo", "go", "docker", "kubectl", "pip",
         "pip3", "uv", "poetry", "conda", "apt", "apt-get", "brew", "gh", "dotnet", "mvn",
@@ -59,12 +59,12 @@ _SUBCOMMANDS = frozenset(
     }
 )  # fmt: skip
 #: Words before a command that set it up rather than name it.
-_PREFIXES = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "builtin"})
+_PREFIXES: Final = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "builtin"})
 #: Whole commands that only set up the next one (``cd build && make``: the head is make).
-_SETUP = frozenset({"cd", "pushd", "popd", "export", "source", ".", "set", "unset", "true"})
-_SEPARATORS = ("&&", "||", ";", "|", "\n")
+_SETUP: Final = frozenset({"cd", "pushd", "popd", "export", "source", ".", "set", "unset", "true"})
+_SEPARATORS: Final = ("&&", "||", ";", "|", "\n")
 #: Commands that only read: naming a file, they do not change it.
-_READS = frozenset(
+_READS: Final = frozenset(
     {
         "cat", "head", "tail", "less", "more", "grep", "rg", "ag", "ls", "wc", "nl", "find",
         "file", "stat", "diff", "tree", "which", "echo", "git diff", "git show", "git log",
@@ -107,7 +107,7 @@ class Blocked:
 
 #: Host scopes are keyed by this prefix and the host (tool scopes by the bare tool name: no
 #: tool name starts with a NUL), so that a success looks its tool up without building a key.
-HOST = "\0host:"
+HOST: Final = "\0host:"
 
 
 class BlockerState:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import digest
 from .base import MAX_SEQS, Event, add_seq, advice, short
@@ -10,8 +10,9 @@ from .base import MAX_SEQS, Event, add_seq, advice, short
 if TYPE_CHECKING:
     from ..engine import Monitor
 
-MIN_PERIOD, MAX_PERIOD = 2, 5
-HISTORY = MAX_PERIOD + 1  # calls remembered: enough to compare each with the one 5 before
+MIN_PERIOD: Final = 2
+MAX_PERIOD: Final = 5
+HISTORY: Final = MAX_PERIOD + 1  # calls remembered: enough to compare each with the one 5 before
 
 
 class OscState:

@@ -11,14 +11,14 @@ Invalid turns are not seen here (the blocker detector counts their streaks).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .base import Event, Level, add_seq, advice, short, times
 
 if TYPE_CHECKING:
     from ..engine import Monitor
 
-MAX_RESULTS = 256  # distinct results remembered per call (a poll that moves forever)
+MAX_RESULTS: Final = 256  # distinct results remembered per call (a poll that moves forever)
 
 
 class Group:

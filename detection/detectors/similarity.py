@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import _normalize, _normalize_str, canonical_path, json_in_text
 from .base import Event, Tally, add_seq, advice, jaccard, short, words
@@ -30,19 +30,19 @@ if TYPE_CHECKING:
     from ..engine import Monitor
 
 #: Tools whose result is a fixed acknowledgement, whatever the arguments.
-ACK_TOOLS = frozenset({"think", "todowrite", "todoread", "update_plan", "plan", "memory"})
-MAX_CLUSTERS = 4  # near-repeat clusters remembered per tool
-ARGS_SIMILAR = 0.6
-RESULT_SIMILAR = 0.8
-SHORT_RESULT = 4000
+ACK_TOOLS: Final = frozenset({"think", "todowrite", "todoread", "update_plan", "plan", "memory"})
+MAX_CLUSTERS: Final = 4  # near-repeat clusters remembered per tool
+ARGS_SIMILAR: Final = 0.6
+RESULT_SIMILAR: Final = 0.8
+SHORT_RESULT: Final = 4000
 #: Argument tokens remembered by call signature. Small on purpose: a near-repeat loop comes
 #: back to a call within a few steps, and sets kept longer outlive the young generations of
 #: the garbage collector, whose full passes then walk the caller's whole run.
-TOKEN_CACHE = 256
+TOKEN_CACHE: Final = 256
 
 
-SHORT_NOTHING = 300  # a longer text says something, whatever words it holds
-_NOTHING = re.compile(
+SHORT_NOTHING: Final = 300  # a longer text says something, whatever words it holds
+_NOTHING: Final = re.compile(
     r"^\W*(?:none|null|nil|n/a|empty|nothing)\W*$"
     r"|\b(?:no|zero|0)\s+(?:\w+\s+)?(?:results?|matches|hits|items|records|entries|rows"
     r"|documents|files|pages|issues|messages|data)\b"
@@ -51,7 +51,7 @@ _NOTHING = re.compile(
     r"|^\W*(?:error|exception|failed|failure|traceback)\b",
     re.IGNORECASE,
 )
-_ERROR_KEYS = ("error", "errors", "exception")
+_ERROR_KEYS: Final = ("error", "errors", "exception")
 
 
 def carries_nothing(result: Any, depth: int = 0) -> bool:
@@ -509,15 +509,23 @@ def refines(new: Any, old: Any, volatile: frozenset[str] = frozenset()) -> bool:
     return narrowed and all(key in new or key in volatile for key in old)
 
 
-READ_WORDS = ("read", "view", "open", "cat", "get_file")
-PATH_KEYS = ("path", "file_path", "filePath", "file", "filename", "absolute_path", "target_file")
-RANGE_KEYS = (
+READ_WORDS: Final = ("read", "view", "open", "cat", "get_file")
+PATH_KEYS: Final = (
+    "path",
+    "file_path",
+    "filePath",
+    "file",
+    "filename",
+    "absolute_path",
+    "target_file",
+)
+RANGE_KEYS: Final = (
     "offset", "limit", "view_range", "start", "end", "line", "start_line", "end_line",
     "lines", "line_number", "page", "range",
 )  # fmt: skip
 
 
-_READ_TOOLS: dict[str, bool] = {}
+_READ_TOOLS: Final[dict[str, bool]] = {}
 
 
 def read_target(tool: str, args: Any) -> str | None:

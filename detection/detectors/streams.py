@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..keys import digest
 from .base import Event, Level, Tally, jaccard, short, words
@@ -12,9 +12,9 @@ if TYPE_CHECKING:
     from ..engine import Monitor
     from ..policy import Threshold
 
-TEXT_SIMILAR = 0.85
-MAX_TEXTS = 8
-MAX_STREAK_SIGS = 64
+TEXT_SIMILAR: Final = 0.85
+MAX_TEXTS: Final = 8
+MAX_STREAK_SIGS: Final = 64
 
 
 class StreakState:
@@ -89,7 +89,7 @@ class Text(Tally):
         return twin
 
 
-_WS = re.compile(r"\s+")
+_WS: Final = re.compile(r"\s+")
 
 
 def _message_message(count: int, first: int, text: str) -> str:
