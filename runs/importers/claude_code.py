@@ -249,7 +249,7 @@ class _State:
     settled: deque = field(default_factory=deque)  # tool_use ids answered, oldest first
     call_ids: HashSet = field(default_factory=HashSet)  # tool_use ids seen
     id_repeats: dict[str, int] = field(default_factory=dict)  # tool_use id -> times seen, > 1
-    answered: HashSet = field(default_factory=HashSet)
+    answered: set[str] = field(default_factory=set)  # ids of the answered calls in `calls`
     uuids: HashSet = field(default_factory=HashSet)
     skipped: Counter = field(default_factory=Counter)  # unknown types, duplicates, orphans
     metadata_records: Counter = field(default_factory=Counter)  # no-uuid metadata records
@@ -708,7 +708,7 @@ def _assistant_block(
         )
         state.calls[call_id] = step  # the newest call with this id answers its results
         if len(state.calls) > MAX_OPEN_CALLS + MAX_ANSWERED:
-            del state.calls[next(iter(state.calls))]  # the oldest: no result came for it
+            _forget_call(state, next(iter(state.calls)))  # the oldest: no result came for it
         return _add(state, record, step)
     return None
 
@@ -770,7 +770,7 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
     else:
         _follow(state, record)
         _settle(state, call_id)
-    state.answered.add(str(call.id))
+        state.answered.add(str(call.id))
     error = block.get("is_error") is True or _denied(record, block) or call_id in state.blocked
     set_result(call, result, error=error, limits=state.limits, ended_at=ended)
 
@@ -783,7 +783,13 @@ def _settle(state: _State, call_id: str) -> None:
         old = state.settled.popleft()
         call = state.calls.get(old)
         if call is not None and str(call.id) in state.answered:
-            del state.calls[old]
+            _forget_call(state, old)
+
+
+def _forget_call(state: _State, call_id: str) -> None:
+    """A call no later record can name any more (it left `calls`: `answered` goes with it)."""
+    call = state.calls.pop(call_id)
+    state.answered.discard(str(call.id))
 
 
 def _system(state: _State, record: dict[str, Any]) -> None:

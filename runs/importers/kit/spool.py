@@ -264,8 +264,8 @@ def _sorted_chunk(steps: list[Step], window: int) -> StepSpool:
 
 
 class HashSet:
-    """A set of strings kept as 64-bit hashes in one array (16 bytes a member instead of the
-    string and a set slot): for the ids a long run has seen. Two strings with one hash are
+    """A set of strings kept as 64-bit hashes in one array (11 to 21 bytes a member instead of
+    the string and a set slot): for the ids a long run has seen. Two strings with one hash are
     taken for one (odds about 1 in 10^7 for a million ids within a run)."""
 
     __slots__ = ("_mask", "_size", "_table")
@@ -292,7 +292,7 @@ class HashSet:
             slot = (slot + 1) & mask
         table[slot] = code
         self._size += 1
-        if self._size * 2 > mask:
+        if self._size * 4 > mask * 3:  # at most 3/4 full: 11 to 21 bytes a member
             self._grow()
         return True
 
