@@ -60,15 +60,15 @@ Every other format still holds its run whole.
     native-session  parse    1073.7   289254      10.3     11.6                 1195     68
     native-session  scan     1073.7   289254      17.7     21.3                 1245     68
     native-session  worker   1073.7   289254      54.7     59.8                 3524    183
-    claude-code     parse    1073.8   705800      65.3     92.1                 1580    184
-    claude-code     scan     1073.8   705800      94.6     93.8                 1808    356
-    claude-code     worker   1073.8   705800     135.7    111.8                 3449    490
+    claude-code     parse    1073.8   705800      65.3    119.9                 1580    109
+    claude-code     scan     1073.8   705800      94.6    146.8                 1808    357
+    claude-code     worker   1073.8   705800     135.7    161.2                 3449    493
 
-The Claude Code figures stay over 300 MB for two reasons. The engine keeps about 420 bytes
-for each distinct call within a turn, so this one-turn session of distinct calls adds about
-190 MB in `scan`. The reader also keeps a 64-bit hash of each record's uuid, tool_use id and
-answered call, about 80 MB here. The worker adds Django's ~95 MB and the ledger (~56 bytes
-a call).
+The Claude Code scan and worker figures stay over 300 MB because of the engine, not the
+steps. It keeps about 425 bytes for each distinct call within a turn (tracemalloc: 299 MB
+after 700,000 calls), and this session is one turn of distinct calls. The machine was busier
+for the later runs, so the times are not comparable. The worker adds Django's ~95 MB and
+the ledger (~56 bytes a call).
 """
 
 from __future__ import annotations
