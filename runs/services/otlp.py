@@ -168,8 +168,15 @@ def _file_keys(project: Project, trace: Trace, export: ExportRequest) -> dict[st
         return {}
     _lock(project.pk, [*bare, *sessions])
     rows = OtlpSpanGroup.objects.filter(project=project)
-    for trace_id, key in sessions.items():
-        rows.filter(trace_id=trace_id).update(trace_id=key, span_key=trace_id, assembled=False)
+    if sessions:  # one statement for every trace id that named its session
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {OtlpSpanGroup._meta.db_table} AS g SET trace_id = v.key, "
+                "span_key = v.trace_id, assembled = false "
+                "FROM unnest(%s::text[], %s::text[]) AS v(trace_id, key) "
+                "WHERE g.project_id = %s AND g.trace_id = v.trace_id",
+                [list(sessions), list(sessions.values()), project.pk],
+            )
     known = set(rows.filter(span_key__in=list(sessions)).values_list("span_key", flat=True))
     rows.bulk_create(
         OtlpSpanGroup(project=project, request=trace, trace_id=key, span_key=trace_id)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 TOOL, LLM, AGENT, GROUP, DETAIL = "tool", "llm", "agent", "group", "detail"
@@ -285,7 +286,7 @@ def unwrap(value: Any) -> Any:
 
 
 def _requires(dialect: Dialect, attrs: dict[str, Any]) -> bool:
-    return not dialect.requires or any(key.startswith(dialect.requires) for key in attrs)
+    return not dialect.requires or any(map(str.startswith, attrs, repeat(dialect.requires)))
 
 
 def role_in(dialect: Dialect, name: str, attrs: dict[str, Any]) -> str | None:
@@ -310,9 +311,43 @@ def role_in(dialect: Dialect, name: str, attrs: dict[str, Any]) -> str | None:
     return None
 
 
+# What `role_in` reads of a span besides its name: the kind attributes' values, whether each
+# marker attribute is set, and whether a key starts with each `requires` prefix.
+_KIND_KEYS = tuple(dict.fromkeys(d.kind_attr for d in DIALECTS if d.kind_attr))
+_MARKERS = tuple(dict.fromkeys(d.marker for d in DIALECTS if d.marker))
+_REQUIRED = tuple(dict.fromkeys(d.requires for d in DIALECTS if d.requires))
+_CLASSIFIED: dict[tuple, tuple[str, Dialect]] = {}
+_CLASSIFIED_MAX = 4096
+
+
 def classify(name: str, attrs: dict[str, Any]) -> tuple[str, Dialect]:
     """Return (role, dialect) of a span: the first strong role, else the first weak one,
-    else ("group", COMMON)."""
+    else ("group", COMMON).
+
+    The answer depends only on the span name and what `role_in` reads of the attributes, so
+    it is remembered by those (a few thousand distinct ones at most): a run's spans are
+    mostly the same few kinds, and walking every dialect was a tenth of an OTLP import."""
+    kinds = tuple(attrs.get(key) for key in _KIND_KEYS)
+    try:
+        hash(kinds)
+    except TypeError:  # a list or object where a kind belongs: not remembered
+        return _classify(name, attrs)
+    key = (
+        name,
+        kinds,
+        tuple(attrs.get(marker) not in (None, "") for marker in _MARKERS),
+        tuple(any(map(str.startswith, attrs, repeat(prefix))) for prefix in _REQUIRED),
+    )
+    found = _CLASSIFIED.get(key)
+    if found is None:
+        found = _classify(name, attrs)
+        if len(_CLASSIFIED) >= _CLASSIFIED_MAX:
+            _CLASSIFIED.clear()
+        _CLASSIFIED[key] = found
+    return found
+
+
+def _classify(name: str, attrs: dict[str, Any]) -> tuple[str, Dialect]:
     weak: tuple[str, Dialect] | None = None
     for dialect in DIALECTS:
         role = role_in(dialect, name, attrs)
@@ -323,11 +358,20 @@ def classify(name: str, attrs: dict[str, Any]) -> tuple[str, Dialect]:
     return weak or (GROUP, COMMON)
 
 
+_KEYS: dict[tuple[int, str], tuple[Dialect, tuple[str, ...]]] = {}
+
+
 def keys(dialect: Dialect, what: str) -> tuple[str, ...]:
-    """Return the attribute keys to try for one field: the dialect's, then the common ones."""
+    """Return the attribute keys to try for one field: the dialect's, then the common ones
+    (made once per dialect and field: the cache holds the dialect, so its id stays its own)."""
+    cached = _KEYS.get((id(dialect), what))
+    if cached is not None and cached[0] is dialect:
+        return cached[1]
     own: tuple[str, ...] = getattr(dialect, what)
     common: tuple[str, ...] = getattr(COMMON, what)
-    return own + tuple(k for k in common if k not in own)
+    found = own + tuple(k for k in common if k not in own)
+    _KEYS[(id(dialect), what)] = (dialect, found)
+    return found
 
 
 def capture_hints(names: Any) -> list[str]:

@@ -573,6 +573,9 @@ def _json_span(obj: dict, ids: SpanIds, resource: dict[str, Any]) -> Span:
 
 
 def _pb_value(value: Any) -> Any:
+    text = value.string_value  # a non-empty string is the set field: no WhichOneof needed
+    if text:
+        return text
     which = value.WhichOneof("value")
     if which is None:
         return None
