@@ -42,12 +42,43 @@ def report(profile: cProfile.Profile, top: int) -> str:
     return out.getvalue()
 
 
+class QueryCounter:
+    """Counts the statements sent through Django's connection, by the innermost function of
+    runs/ on the stack (psycopg cursors opened by hand are not seen)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def __call__(self, execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        import traceback
+
+        where = "?"
+        for frame in reversed(traceback.extract_stack()):
+            if "/runs/" in frame.filename:
+                where = f"{frame.filename.split('/runs/', 1)[1]}:{frame.name}"
+                break
+        self.counts[where] = self.counts.get(where, 0) + 1
+        return execute(sql, params, many, context)
+
+    def report(self, what: str, per: int) -> str:
+        rows = sorted(self.counts.items(), key=lambda item: -item[1])
+        total = sum(self.counts.values())
+        lines = [f"{what}: {total} statements through Django ({total / per:.1f} per task)"]
+        lines += [f"  {count:6d}  {where}" for where, count in rows]
+        return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-profile", action="store_true", help="time only")
+    parser.add_argument(
+        "--queries",
+        action="store_true",
+        help="count each stage's SQL statements by the runs/ function that sent them",
+    )
     parser.add_argument(
         "--per-task",
         type=int,
@@ -96,6 +127,10 @@ def main() -> int:
         client = Client(HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_HOST="127.0.0.1")
         client.post("/v1/traces", data=b"", content_type="application/x-protobuf")  # warm up
 
+        counter = QueryCounter()
+        watching = connection.execute_wrapper(counter) if args.queries else None
+        if watching:
+            watching.__enter__()
         profile = cProfile.Profile()
         started = time.perf_counter()
         for body in bodies:
@@ -109,6 +144,9 @@ def main() -> int:
               f"= {spans / receive:,.0f} spans/s")  # fmt: skip
         if not args.no_profile:
             print(report(profile, args.top))
+        if watching:
+            print(counter.report("receiver", len(bodies)))
+            counter.counts.clear()
 
         chunks: dict[int, list[str]] = {}
         for request_id, trace_id in OtlpSpanGroup.objects.values_list("request_id", "trace_id"):
@@ -132,6 +170,9 @@ def main() -> int:
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
         if not args.no_profile:
             print(report(profile, args.top))
+        if watching:
+            print(counter.report("assembly", len(chunks)))
+            watching.__exit__(None, None, None)
         connection.close()
     finally:
         subprocess.run(["redis-cli", "-n", db, "flushdb"], stdout=subprocess.DEVNULL)

@@ -442,7 +442,8 @@ def recount_runs(run_ids: list[int]) -> set[int]:
     params = {"runs": run_ids}
     with connection.cursor() as cursor:
         touched = issue_ids_of_runs(run_ids)
-        _take_away(cursor, run_ids, touched)
+        if touched:  # no IssueRun rows (new runs): nothing to take away, six statements less
+            _take_away(cursor, run_ids, touched)
         made = _RUN_ROWS.format(where="f.run_id = ANY(%(runs)s)") + " RETURNING issue_id"
         cursor.execute(made, params)
         touched |= {row[0] for row in cursor.fetchall()}

@@ -103,6 +103,12 @@ CHAT_KEYS = {"gen_ai.input.messages", "gen_ai.output.messages"}  # messages on a
 _INDEXED_CALL = re.compile(
     r"(?:gen_ai\.completion|llm\.output_messages)\.(\d+)\.(?:message\.)?tool_calls\.(\d+)\.(.+)"
 )
+# the literal start each of those patterns needs
+_PREFIXES: dict[re.Pattern[str], str | tuple[str, ...]] = {
+    _OUTPUT_TEXT: "llm.output_messages.",
+    _COMPLETION_TEXT: "gen_ai.completion.",
+    _INDEXED_CALL: ("gen_ai.completion.", "llm.output_messages."),
+}
 
 
 def sniff(head: bytes) -> bool:
@@ -228,10 +234,11 @@ def _output_parts(attrs: dict[str, Any], kind: str) -> Iterator[dict[str, Any]]:
 
 
 def _indexed(attrs: dict[str, Any], pattern: re.Pattern[str]) -> list[str]:
+    prefix = _PREFIXES[pattern]  # a cheap test first: most keys are not indexed ones
     found = sorted(
         (int(m.group(1)), v)
         for k, v in attrs.items()
-        if (m := pattern.fullmatch(k)) and isinstance(v, str)
+        if k.startswith(prefix) and (m := pattern.fullmatch(k)) and isinstance(v, str)
     )
     return [v for _, v in found]
 
@@ -258,7 +265,7 @@ def requested_calls(attrs: dict[str, Any], dialect: Dialect = COMMON) -> list[di
     ]
     indexed: dict[tuple[int, int], dict[str, Any]] = {}
     for key, value in attrs.items():
-        if m := _INDEXED_CALL.fullmatch(key):
+        if key.startswith(_PREFIXES[_INDEXED_CALL]) and (m := _INDEXED_CALL.fullmatch(key)):
             field = m.group(3).removeprefix("tool_call.").removeprefix("function.")
             indexed.setdefault((int(m.group(1)), int(m.group(2))), {})[field] = value
     calls += [indexed[k] for k in sorted(indexed)]
