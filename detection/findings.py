@@ -11,6 +11,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from struct import error as StructError
+from struct import pack as _pack
 from typing import Any, Final
 
 __all__ = [
@@ -213,9 +215,9 @@ def _extend(column: Any, values: list[Any]) -> Any:
     if isinstance(column, list):
         column.extend(values)
         return column
-    try:
-        column.fromlist(values)  # (all or nothing)
-    except (OverflowError, TypeError):
+    try:  # (all or nothing; struct reads ints as array does, only faster)
+        column.frombytes(_pack(f"{len(values)}q", *values))
+    except (OverflowError, TypeError, StructError):
         for value in values:
             column = _append(column, value)
     return column
@@ -300,11 +302,16 @@ class Ledger:
         calls any other step status "ok"). ``digits`` are the 16 hex digits that end ``sig``
         after the tool's name and ":" (``sig`` is ``f"{name}:{digits}"``), or "" when ``sig``
         is another text."""
-        tool = self._tools.get(name)
-        if tool is None:
-            tool = self._tools[name] = name
-        index = len(self._tool)
-        self._tool.append(tool)
+        tools = self._tool
+        index = len(tools)
+        if index and tools[index - 1] is name:
+            tool = name  # (the tool of the call before: its one string already)
+        else:
+            found = self._tools.get(name)
+            if found is None:
+                found = self._tools[name] = name
+            tool = found
+        tools.append(tool)
         self._status.append(status)
         if len(digits) != 16:
             self._odd[(index, 0)] = sig
@@ -451,19 +458,20 @@ def group_loops(findings: Sequence[Finding]) -> list[int]:
     """
     count = len(findings)
     parent = list(range(count))
-    owner: dict[Any, int] = {}  # seq -> a finding over it
+    owner: dict[Any, Any] = {}  # seq -> a finding over it (its index)
     joined = False
     for index in range(count):
         finding = findings[index]
         if finding.severity == "info":
             continue
         seqs: Any = finding.seqs  # (read as objects: the dict keys them so anyway)
+        me: Any = index  # (one object for all its seqs)
+        last: Any = me  # the finding last joined to this one
         for seq in seqs:
-            other = owner.get(seq)
-            if other is None:
-                owner[seq] = index
-            elif other != index:
+            other = owner.setdefault(seq, me)
+            if other is not last and other != me:
                 parent[_root(parent, index)] = _root(parent, other)
+                last = other
                 joined = True
     lead = list(range(count))
     if not joined:

@@ -112,6 +112,8 @@ _dumps: Final = orjson.dumps
 _loads: Final = orjson.loads
 xxh3_64_hexdigest: Final = xxhash.xxh3_64_hexdigest
 xxh3_128_intdigest: Final = xxhash.xxh3_128_intdigest
+_isprintable: Final = str.isprintable  # (a method the compiled engine would look up by name)
+_CALL_ID_KEYS: Final = tuple(sorted(CALL_ID_KEYS))
 _WS: Final = re.compile(r"[ \t\n\r\f\v]+")
 _WS_ANY: Final = re.compile(r"[ \t\n\r\f\v]")
 _SEPARATORS: Final = ("\x1c", "\x1d", "\x1e", "\x1f")  # whitespace to str.split(), not to _WS
@@ -122,7 +124,7 @@ def _canonical_str(text: str) -> bool:
     """Return whether ``_normalize_str`` leaves a string as it is (a quick, exact test)."""
     if not text:
         return True
-    if not text.isprintable():
+    if not _isprintable(text):
         return False  # tabs, newlines (to collapse) and other rare characters: normalise
     # printable text holds no whitespace but the plain space
     first, last = text[0], text[-1]
@@ -215,9 +217,10 @@ def dropped_keys(obj: dict[Any, Any], volatile: frozenset[str]) -> frozenset[str
     comparison. It holds at the object's level: what a message holds keeps its ``id``, as a
     result's content may be about one.
     """
-    if CALL_ID_KEYS.isdisjoint(obj):
-        return volatile
-    return volatile | MESSAGE_ID_KEYS
+    for key in _CALL_ID_KEYS:  # (four lookups: cheaper than a walk over the object's keys)
+        if key in obj:
+            return volatile | MESSAGE_ID_KEYS
+    return volatile
 
 
 def _normalize(value: Any, volatile: frozenset[str], sort: bool = True) -> Any:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 MAX_SEQS: Final = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
 _WORDS: Final = re.compile(r"[a-z0-9_]+")
+#: ``json.dumps(value, ensure_ascii=False, default=str)``, with its encoder made once
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, default=str)
 
 #: (severity, threshold, policy row): what Threshold.level() returns when a count reaches it.
 Level = tuple[str, int, str]
@@ -116,7 +118,7 @@ def short(value: Any, limit: int = 80) -> str:
         text = value
     else:
         try:
-            text = json.dumps(value, ensure_ascii=False, default=str)
+            text = _JSON.encode(value)
         except (TypeError, ValueError, RecursionError):
             text = repr(value)
     head = text[: limit * 8]
