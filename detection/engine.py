@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .detectors.base import Event, Level, Message, add_seq
 from .detectors.blocker import Blocker, BlockerState
@@ -788,7 +788,9 @@ def analyze(
     ledger=False leaves the progress ledger (one entry per tool call) empty: what only needs
     the verdict and the findings (``loopboard scan``) analyzes a run of any length in the
     memory of its distinct calls."""
-    steps = steps_or_run.steps if isinstance(steps_or_run, Run) else steps_or_run
+    # Read through Any: compiled, `Run.steps` would be checked to be a list, and a long run's
+    # steps may be a spool (runs/importers/kit/spool.py) that is only iterable.
+    steps = cast(Any, steps_or_run).steps if isinstance(steps_or_run, Run) else steps_or_run
     monitor = Monitor(policy, keep_ledger=ledger)
     monitor._live = False
     observe = monitor.observe
