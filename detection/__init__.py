@@ -34,9 +34,10 @@ def compiled_sources() -> list[Path]:
 
 
 def sources_stamp() -> str:
-    """Return what a build must have been made from: the sources' digest and the ABI."""
+    """Return what a build must have been made from: the sources' digest and the ABI. The
+    run model counts too: it is not compiled, but the compiled code checks its annotations."""
     digest = hashlib.sha256()
-    for path in compiled_sources():
+    for path in [*compiled_sources(), _HERE / "model.py"]:
         digest.update(path.relative_to(_HERE).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return f"{digest.hexdigest()} {sysconfig.get_config_var('EXT_SUFFIX')}"
