@@ -42,7 +42,7 @@ text-only error rules (text_errors.COMMON, ~1.8 ms per 1.6 KB result), not the p
 One session of any length (issue 28 part 4). `native-session` is one native run of ~3.7 KB
 steps, with a user turn every 200 steps and a failing call repeated five times every 1,000.
 `claude-code` is one Claude Code session of 705,800 calls in a single turn, each call
-different. `--through` measures each file three ways, each in a process of its own. `parse`
+different; `claude-code-turns` is the same with a user prompt every 200 calls. `--through` measures each file three ways, each in a process of its own. `parse`
 is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
 the configured database (DATABASE_URL; not measured), then runs what the worker does with
 it, the import and then the analysis, in one process with Django; its project is deleted
@@ -63,10 +63,14 @@ Every other format still holds its run whole.
     claude-code     parse    1073.8   705800      65.3    119.9                 1580    109
     claude-code     scan     1073.8   705800      94.6    146.8                 1808    357
     claude-code     worker   1073.8   705800     135.7    161.2                 3449    493
+    claude-code-turns parse  1073.8   708767         -    117.0                    -    102
+    claude-code-turns scan   1073.8   708767     231.5    147.9                 1638    103
+    claude-code-turns worker 1073.8   708767         -    275.5                    -    180
 
 The Claude Code scan and worker figures stay over 300 MB because of the engine, not the
 steps. It keeps about 425 bytes for each distinct call within a turn (tracemalloc: 299 MB
-after 700,000 calls), and this session is one turn of distinct calls. The machine was busier
+after 700,000 calls), and `claude-code` is one turn of distinct calls (`claude-code-turns`, the same session
+in turns of 200 calls, stays under 200 MB everywhere). The machine was busier
 for the later runs, so the times are not comparable. The worker adds Django's ~95 MB and
 the ledger (~56 bytes a call).
 """
@@ -516,6 +520,17 @@ def claude_code_lines(run: int) -> Iterator[dict]:
         }
 
 
+def claude_code_turn_lines(run: int) -> Iterator[dict]:
+    """`claude_code_lines` with a user prompt every 5 of its runs (200 calls): one session of
+    many turns, as an interactive one is."""
+    if run % 5 == 0:
+        common = {"sessionId": "s1", "cwd": "/repo", "version": "2.1.230", "gitBranch": "main"}
+        yield common | {"type": "user", "uuid": f"p{run}", "parentUuid": None,
+                        "isSidechain": False, "userType": "external",
+                        "message": {"role": "user", "content": f"next task {run}"}}  # fmt: skip
+    yield from claude_code_lines(run)
+
+
 def codex_lines(run: int) -> Iterator[dict]:
     if run == 0:
         yield {
@@ -650,6 +665,7 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "openhands-eval": ("openhands", write_openhands_eval),
     "tree-root": ("tree", write_tree_root),
     "claude-code": ("claude-code", lambda out, n: _jsonl(out, n, claude_code_lines)),
+    "claude-code-turns": ("claude-code", lambda out, n: _jsonl(out, n, claude_code_turn_lines)),
     "codex": ("codex", lambda out, n: _jsonl(out, n, codex_lines)),
     "gemini-chat-jsonl": ("gemini-chat", lambda out, n: _jsonl(out, n, gemini_chat_lines)),
     "copilot-cli": ("copilot-cli", lambda out, n: _jsonl(out, n, copilot_lines)),
