@@ -242,7 +242,7 @@ def _pack_digests(column: bytearray, texts: list[str], odd: dict[tuple[int, int]
         packed = bytes.fromhex(joined)
     except ValueError:
         packed = b""
-    if packed.hex() == joined:
+    if len(packed) * 2 == len(joined) and joined.lower() == joined:  # (none left out or upper)
         column += packed  # (every text of the engine's: 16 hex digits each)
         return
     for index, text in enumerate(texts):

@@ -24,6 +24,45 @@ MAX_SEQS: Final = 100  # seqs kept per finding: enough to show the loop, bounded
 _WORDS: Final = re.compile(r"[a-z0-9_]+")
 #: ``json.dumps(value, ensure_ascii=False, default=str)``, with its encoder made once
 _JSON: Final = json.JSONEncoder(ensure_ascii=False, default=str)
+_JSON_STR: Final = json.encoder.encode_basestring  # (the one _JSON uses: ensure_ascii off)
+
+
+def _json_scalar(value: Any) -> str | None:
+    """``_JSON.encode`` of a string, an int, a bool or None; None for any other value."""
+    kind = type(value)
+    if kind is str:
+        return _JSON_STR(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return None
+
+
+def _json_flat(value: Any) -> str | None:
+    """``_JSON.encode(value)`` for a scalar, or an object (string keys) or array of scalars,
+    the usual arguments, without the encoder's set-up; None for any other value."""
+    kind = type(value)
+    if kind is dict:
+        parts: list[str] = []
+        for key, item in value.items():
+            text = _json_scalar(item)
+            if type(key) is not str or text is None:
+                return None
+            parts.append(_JSON_STR(key) + ": " + text)
+        return "{" + ", ".join(parts) + "}"
+    if kind is list or kind is tuple:
+        parts = []
+        for item in value:
+            text = _json_scalar(item)
+            if text is None:
+                return None
+            parts.append(text)
+        return "[" + ", ".join(parts) + "]"
+    return _json_scalar(value)
+
 
 #: (severity, threshold, policy row): what Threshold.level() returns when a count reaches it.
 Level = tuple[str, int, str]
@@ -118,7 +157,8 @@ def short(value: Any, limit: int = 80) -> str:
         text = value
     else:
         try:
-            text = _JSON.encode(value)
+            flat = _json_flat(value)
+            text = flat if flat is not None else _JSON.encode(value)
         except (TypeError, ValueError, RecursionError):
             text = repr(value)
     head = text[: limit * 8]
