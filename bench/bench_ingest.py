@@ -26,7 +26,8 @@ batchGet (not timed). MLflow only stores the spans: no analysis.
 
 Measured on the shared 2-core machine (other engineers' tests running; loopboard's detection
 engine as plain Python, no build/speedups in that checkout). "CPU" is loopboard's own: web +
-worker + PostgreSQL, the CPU seconds per span the machine must give, whatever the load.
+worker + PostgreSQL, the CPU seconds per span the machine must give, whatever the load (the
+web's share includes the run pages and API reads this script samples every 0.5 s).
 
 | 2 cores | 10,000 spans | 50,000 spans |
 | --- | --- | --- |
