@@ -37,17 +37,19 @@ web's share includes the run pages and API reads this script samples every 0.5 s
 | loopboard after (bd355b7), interleaved, load 2.9 / 3.0 | 3.65 s, 2,737 spans/s | 14.6 s, 3,415 spans/s; CPU 246 us/span |
 | loopboard after, one --mlflow run, load 2.9 / 4.0 | 2.71 s, 3,689 spans/s | 14.4 s, 3,467 spans/s; CPU 244 us/span |
 | MLflow 3.17.2 in those runs, load 2.5 / 4.2 | 6.87 s, 1,455 spans/s | 18.8 s, 2,659 spans/s; CPU 620 us/span |
+| loopboard after, a second --mlflow run, load 1.4 / 2.3 | 4.05 s, 2,468 spans/s | 12.9 s, 3,866 spans/s; CPU 226 us/span |
+| MLflow 3.17.2 in that run, load 1.8 / 2.9 | 6.41 s, 1,561 spans/s | 16.0 s, 3,124 spans/s; CPU 582 us/span |
 
-So loopboard, analyzing, is 2.5x (10k) and 1.3x (50k) MLflow's speed storing only, with 2.5x
-less CPU per span; the wall-clock lead at 50k is small because other processes (this script's
+So loopboard, analyzing, is 1.6-2.5x (10k) and 1.2-1.3x (50k) MLflow's speed storing only,
+with 2.5x less CPU per span; the wall-clock lead at 50k is small because other processes (this script's
 client among them) took ~1.1 cores during loopboard's run and ~0.2 during MLflow's. The target, 20,000 spans/s on 2 cores,
-leaves 100 us of CPU per span for web, worker and PostgreSQL together; loopboard spends 244,
-so even alone on the machine it tops out near 8,000 spans/s. bench/profile_ingest.py shows
+leaves 100 us of CPU per span for web, worker and PostgreSQL together; loopboard spends
+226-246, so even alone on the machine it tops out near 8,000-9,000 spans/s. bench/profile_ingest.py shows
 where: the receiver 27 us/span in-process (decode, run keys, SHA-256, zstd, 7 statements per
-request; gunicorn and Django add ~30), the assembly ~130 us/span in-process, of which about
-half is ingest.store_runs (the engine's analysis, analysis.write with issues.group_runs,
-storage.step_values, COPY), a quarter the Collector (spans to steps), a sixth protobuf to
-Spans, the rest 27 statements per task of 10 runs.
+request; gunicorn and Django add ~30), the assembly ~130 us/span in-process (`--split`, 50k spans, load
+1.5): decode + convert 25.5, spans to steps 27.0, ingest.store_runs 63.6 (step rows 8.2,
+the engine 21.2 as plain Python, COPY 6.1, analysis.write 19.3 of which issues.group_runs
+13.5), the rest (~13) locks, group rows and the other statements (27 per task of 10 runs).
 """
 
 from __future__ import annotations

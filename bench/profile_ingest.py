@@ -68,12 +68,56 @@ class QueryCounter:
         return "\n".join(lines)
 
 
+# The assembly's stages, as (label, module, function); a stage inside another is counted in
+# both (store_runs holds the analysis and the COPY).
+STAGES = [
+    ("decode + convert (otlp._items_by_key)", "runs.services.otlp", "_items_by_key"),
+    ("spans to steps (otlp._build_runs)", "runs.services.otlp", "_build_runs"),
+    ("store + analyze (ingest.store_runs)", "runs.services.ingest", "store_runs"),
+    ("  step rows (storage.step_values)", "runs.services.storage", "step_values"),
+    ("  engine (analysis.prepare)", "runs.services.analysis", "prepare"),
+    ("  COPY steps (storage.copy_rows)", "runs.services.storage", "copy_rows"),
+    ("  findings, summary, issues (analysis.write)", "runs.services.analysis", "write"),
+    ("    loop issues (issues.group_runs)", "runs.services.issues", "group_runs"),
+]
+
+
+def wrap_stages() -> dict[str, float]:
+    """Wrap each stage's function to add up its CPU seconds (outermost call only)."""
+    import functools
+    import importlib
+
+    spent = dict.fromkeys((label for label, _, _ in STAGES), 0.0)
+    for label, module_name, name in STAGES:
+        module = importlib.import_module(module_name)
+        inner = getattr(module, name)
+        depth = [0]
+
+        def timed(*args, _inner=inner, _label=label, _depth=depth, **kwargs):  # type: ignore[no-untyped-def]
+            _depth[0] += 1
+            started = time.process_time()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                _depth[0] -= 1
+                if not _depth[0]:
+                    spent[_label] += time.process_time() - started
+
+        setattr(module, name, functools.wraps(inner)(timed))
+    return spent
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-profile", action="store_true", help="time only")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="the assembly's CPU by stage (wrapped functions, no profiler), us per span",
+    )
     parser.add_argument(
         "--queries",
         action="store_true",
@@ -149,6 +193,7 @@ def main() -> int:
             print(counter.report("receiver", len(bodies)))
             counter.counts.clear()
 
+        spent = wrap_stages() if args.split else {}
         chunks: dict[int, list[str]] = {}
         for request_id, trace_id in OtlpSpanGroup.objects.values_list("request_id", "trace_id"):
             chunks.setdefault(request_id, []).append(trace_id)
@@ -172,6 +217,8 @@ def main() -> int:
               f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
         if not args.no_profile:
             print(report(profile, args.top))
+        for label, seconds in spent.items():
+            print(f"  {label:46s} {seconds * 1e6 / spans:6.1f} us/span")
         if watching:
             print(counter.report("assembly", len(chunks)))
             watching.__exit__(None, None, None)
