@@ -284,6 +284,10 @@ LOOPBOARD_LIVE_ISSUES_SECONDS = env_int("LOOPBOARD_LIVE_ISSUES_SECONDS", 5)
 # An import keeps at most this many steps in memory across a file's unfinished runs (about
 # 0.5 KB each); a file that needs more fails early with a message.
 LOOPBOARD_MAX_HELD_STEPS = env_int("LOOPBOARD_MAX_HELD_STEPS", 1_000_000)
+# Find in this run (runs/web/find.py): PostgreSQL cancels the search after this many
+# milliseconds (SET LOCAL statement_timeout), so one search over a huge run does not hold a
+# web worker; the page says it was cut off. 0: no bound.
+LOOPBOARD_FIND_TIMEOUT_MS = env_int("LOOPBOARD_FIND_TIMEOUT_MS", 5000)
 
 LOGGING = {
     "version": 1,
