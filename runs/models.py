@@ -119,10 +119,6 @@ class ApiKey(models.Model):
         order = list(self.Scope.values)
         return order.index(self.scope) >= order.index(scope)
 
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
 
 class Trace(models.Model):
     """One received trace file, kept byte for byte, and how its import went."""

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from typing import IO
 
 from django.conf import settings
-from django.core.files.base import ContentFile
+from django.core.files.base import ContentFile, File
 from django.core.files.storage import storages
 from django.db import connection, transaction
 
 ALIAS = "raw_traces"  # the entry of settings.STORAGES used outside the database
-STORES = ("database", "filesystem", "s3")
 SWEEP_LOCK = 0x6C62_7377  # pg advisory lock id ("lbsw"): uploads share it, the sweep takes it
 
 
@@ -45,10 +45,13 @@ def key_for(project_id: int, sha256: str, encoding: str) -> str:
     return f"traces/{project_id}/{sha256[:2]}/{sha256}.{encoding or 'bin'}"
 
 
-def keep(project_id: int, sha256: str, packed: bytes, encoding: str) -> tuple[bytes, str]:
-    """Store packed bytes where the deployment keeps them; return what `Trace.raw` holds
-    and `Trace.raw_key` (the object's name, or "" when the bytes stay in the database).
-    Called inside the transaction that inserts the trace row."""
+def keep(
+    project_id: int, sha256: str, packed: bytes | IO[bytes], encoding: str
+) -> tuple[bytes | IO[bytes], str]:
+    """Store packed bytes (or a file of them, read from its start) where the deployment keeps
+    them; return what `Trace.raw` holds and `Trace.raw_key` (the object's name, or "" when
+    the bytes stay in the database). Called inside the transaction that inserts the trace
+    row."""
     if not external():
         return packed, ""
     if not connection.in_atomic_block:
@@ -57,7 +60,8 @@ def keep(project_id: int, sha256: str, packed: bytes, encoding: str) -> tuple[by
         cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [SWEEP_LOCK])
     # Written even when it exists (the store overwrites: `file_overwrite` / `allow_overwrite`),
     # so an object a row is about to name is never one the sweep finds old and unnamed.
-    key = storages[ALIAS].save(key_for(project_id, sha256, encoding), ContentFile(packed))
+    content = ContentFile(packed) if isinstance(packed, bytes) else File(packed)
+    key = storages[ALIAS].save(key_for(project_id, sha256, encoding), content)
     return b"", key
 
 
@@ -67,6 +71,11 @@ def read(raw: bytes | memoryview, key: str) -> bytes:
         return bytes(raw)
     with storages[ALIAS].open(key, "rb") as stored:
         return stored.read()
+
+
+def reader(key: str) -> IO[bytes]:
+    """Open the object `key` names for reading, a chunk at a time."""
+    return storages[ALIAS].open(key, "rb")
 
 
 def forget(keys: Iterable[str]) -> None:

@@ -43,10 +43,6 @@ CHANGE_POLICY = Act("changing the policy", ApiKey.Scope.ADMIN, STAFF)  # Tuning,
 BACKTEST = Act("back-testing a policy", ApiKey.Scope.ADMIN, STAFF)
 REANALYZE = Act("re-analyzing a run", ApiKey.Scope.ADMIN, STAFF)
 DELETE_RUNS = Act("deleting runs", ApiKey.Scope.ADMIN, OWNER)  # the runs list's bulk delete
-ACTS = (
-    READ, SEND, CHANGE_ISSUE_STATE, CHANGE_ALERTS, CHANGE_RETENTION, CHANGE_POLICY,
-    BACKTEST, REANALYZE, DELETE_RUNS,
-)  # fmt: skip
 
 
 # ---- seeing --------------------------------------------------------------------------------
