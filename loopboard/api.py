@@ -12,11 +12,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 from ninja.parser import Parser
 
-from runs.api import auth, middleware, ratelimit
-from runs.api.alerts import router as alerts_router
-from runs.api.issues import router as issues_router
-from runs.api.labels import router as labels_router
-from runs.api.retention import router as retention_router
+from runs.api import alerts, auth, issues, labels, middleware, ratelimit, retention
 from runs.api.router import router
 from runs.importers.reading import json_depth_ok
 
@@ -56,10 +52,10 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 api.add_router("/", router)
-api.add_router("/", alerts_router)
-api.add_router("/", labels_router)
-api.add_router("/", issues_router)
-api.add_router("/", retention_router)
+api.add_router("/", alerts.router)
+api.add_router("/", labels.router)
+api.add_router("/", issues.router)
+api.add_router("/", retention.router)
 
 
 def _error(request: HttpRequest, message: str, status: int, **headers: str) -> HttpResponse:

@@ -10,7 +10,7 @@ from django.db import OperationalError
 
 from loopboard.celery import app
 
-from . import task_names as names
+from . import task_names
 from .services import (
     alerts,
     analysis,
@@ -39,13 +39,13 @@ RETRY = {
 }
 
 
-@app.task(name=names.INGEST_TRACE, bind=True, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=task_names.INGEST_TRACE, bind=True, soft_time_limit=540, time_limit=600, **RETRY)
 def ingest_trace(self, trace_id: int) -> None:
     # A retry follows a lost database, not a dead worker: it is no new attempt.
     ingest.ingest_trace(trace_id, after_outage=self.request.retries > 0)
 
 
-@app.task(name=names.ANALYZE_RUN, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=task_names.ANALYZE_RUN, soft_time_limit=540, time_limit=600, **RETRY)
 def analyze_run(run_id: int) -> None:
     # retention may have taken the run's steps meanwhile: it stays as it was, nothing written
     with contextlib.suppress(issues.StepsExpired):
@@ -54,19 +54,19 @@ def analyze_run(run_id: int) -> None:
 
 # A batch is one transaction: a killed worker leaves all of it pending, and the redelivered
 # message (or recovery) analyzes it again. The rest of the ids go on as the next message.
-@app.task(name=names.ANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=task_names.ANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
 def analyze_runs(run_ids: list[int]) -> None:
     """Analyze the next batch of these new runs, and queue the rest."""
     analysis.analyze_batch(run_ids)
 
 
-@app.task(name=names.REANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=task_names.REANALYZE_RUNS, soft_time_limit=540, time_limit=600, **RETRY)
 def reanalyze_runs(run_ids: list[int]) -> None:
     """Analyze the next batch of these runs again (a policy change), and queue the rest."""
     analysis.analyze_batch(run_ids, again=True)
 
 
-@app.task(name=names.ASSEMBLE_OTLP, soft_time_limit=540, time_limit=600, **RETRY)
+@app.task(name=task_names.ASSEMBLE_OTLP, soft_time_limit=540, time_limit=600, **RETRY)
 def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) -> None:
     """Assemble buffered OTLP spans into runs and analyze them."""
     otlp.assemble(project_id, trace_ids, quiet)
@@ -74,19 +74,19 @@ def assemble_otlp(project_id: int, trace_ids: list[str], quiet: bool = False) ->
 
 # A back-test of many runs takes a while: it writes its progress as it goes, and a job cut
 # short is resumed from its cursor by recovery.
-@app.task(name=names.RUN_BACKTEST, soft_time_limit=3 * 3600, time_limit=3 * 3600 + 60, **RETRY)
+@app.task(name=task_names.RUN_BACKTEST, soft_time_limit=3 * 3600, time_limit=3 * 3600 + 60, **RETRY)
 def run_backtest(job_id: int) -> None:
     backtest.run_job(job_id)
 
 
-@app.task(name=names.NIGHTLY_BACKTESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=task_names.NIGHTLY_BACKTESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def nightly_backtests() -> None:
     """Queue tonight's back-test of each project's saved policy."""
     backtest.nightly()
 
 
 # A batch of many flagged runs fires one alert each (a row lock and an insert apiece).
-@app.task(name=names.SEND_ALERTS, soft_time_limit=290, time_limit=300, **RETRY)
+@app.task(name=task_names.SEND_ALERTS, soft_time_limit=290, time_limit=300, **RETRY)
 def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None:
     """Fire the alert rules for analyzed runs and (issue id, "new" | "regressed") events."""
     alerts.on_runs_analyzed(run_ids)
@@ -95,7 +95,7 @@ def send_alerts(run_ids: list[int], issue_events: list[tuple[int, str]]) -> None
 
 # At least once: acked after the attempt is logged; a receiver drops repeats by the payload's
 # idempotency key. The service decides whether an attempt is retried and how many remain.
-@app.task(name=names.DELIVER, bind=True, soft_time_limit=60, time_limit=90, **RETRY)
+@app.task(name=task_names.DELIVER, bind=True, soft_time_limit=60, time_limit=90, **RETRY)
 def deliver(self, alert_id: int, channel_id: int) -> None:
     """Make the next attempt to send an alert to a channel; retry later if it says so."""
     retry_in = delivery.deliver(alert_id, channel_id)
@@ -104,7 +104,11 @@ def deliver(self, alert_id: int, channel_id: int) -> None:
 
 
 @app.task(
-    name=names.SEND_TEST_DELIVERY, bind=True, soft_time_limit=60, time_limit=90, ignore_result=True
+    name=task_names.SEND_TEST_DELIVERY,
+    bind=True,
+    soft_time_limit=60,
+    time_limit=90,
+    ignore_result=True,
 )
 def send_test_delivery(self, alert_id: int, channel_id: int) -> None:
     """Send a channel's test message (queued by the settings page); its row in the log."""
@@ -114,14 +118,20 @@ def send_test_delivery(self, alert_id: int, channel_id: int) -> None:
         raise self.retry(countdown=busy.delay, max_retries=None) from None
 
 
-@app.task(name=names.EVALUATE_ALERT_RULES, soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(
+    name=task_names.EVALUATE_ALERT_RULES, soft_time_limit=50, time_limit=60, ignore_result=True
+)
 def evaluate_alert_rules() -> None:
     """Queue the measure of each rate rule over its window (beat, every minute)."""
     alerts.queue_rate_rules()
 
 
 @app.task(
-    name=names.EVALUATE_RATE_RULE, soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY
+    name=task_names.EVALUATE_RATE_RULE,
+    soft_time_limit=50,
+    time_limit=60,
+    ignore_result=True,
+    **RETRY,
 )
 def evaluate_rate_rule(rule_id: int, now: str) -> None:
     """Measure one rate rule at `now` (ISO 8601) and fire it if its level changed."""
@@ -129,26 +139,30 @@ def evaluate_rate_rule(rule_id: int, now: str) -> None:
 
 
 @app.task(
-    name=names.GROUP_LIVE_ISSUES, soft_time_limit=50, time_limit=60, ignore_result=True, **RETRY
+    name=task_names.GROUP_LIVE_ISSUES,
+    soft_time_limit=50,
+    time_limit=60,
+    ignore_result=True,
+    **RETRY,
 )
 def group_live_issues(run_id: int) -> None:
     """Fold a live run's findings so far into its loop issues."""
     live.group_live_issues(run_id)
 
 
-@app.task(name=names.SEND_DIGESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=task_names.SEND_DIGESTS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def send_digests() -> None:
     """Send the daily digests whose project-local hour has come (beat, every minute)."""
     digest.send_due_digests()
 
 
-@app.task(name=names.COMPACT_METRICS, soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=task_names.COMPACT_METRICS, soft_time_limit=50, time_limit=60, ignore_result=True)
 def compact_metrics() -> None:
     """Fold the metric rows written since the last time into the totals (beat)."""
     metrics.compact(vacuum=True)
 
 
-@app.task(name=names.RECOVER, soft_time_limit=50, time_limit=60, ignore_result=True)
+@app.task(name=task_names.RECOVER, soft_time_limit=50, time_limit=60, ignore_result=True)
 def recover() -> None:
     """Queue again what a dead worker, a lost task or an outage left unfinished, and end the
     live runs gone quiet."""
@@ -162,13 +176,17 @@ def requeue_unfinished(**_kwargs) -> None:
     recovery.requeue_stale()
 
 
-@app.task(name=names.APPLY_RETENTION, soft_time_limit=3300, time_limit=3400, ignore_result=True)
+@app.task(
+    name=task_names.APPLY_RETENTION, soft_time_limit=3300, time_limit=3400, ignore_result=True
+)
 def apply_retention() -> None:
     """Delete the raw bytes, steps and runs each project keeps no longer (beat, hourly)."""
     retention.apply()
 
 
-@app.task(name=names.SWEEP_RAW_STORE, soft_time_limit=3300, time_limit=3400, ignore_result=True)
+@app.task(
+    name=task_names.SWEEP_RAW_STORE, soft_time_limit=3300, time_limit=3400, ignore_result=True
+)
 def sweep_raw_store() -> None:
     """Delete the raw store's objects that no trace names (beat, daily; an external store)."""
     retention.sweep_raw_store()
@@ -176,7 +194,7 @@ def sweep_raw_store() -> None:
 
 # Two 100k-step runs take about 20 s; the job writes its progress as it goes, and one cut
 # short is queued again by the next visit to its page (`compare.open_job`).
-@app.task(name=names.COMPUTE_COMPARE, soft_time_limit=600, time_limit=660, **RETRY)
+@app.task(name=task_names.COMPUTE_COMPARE, soft_time_limit=600, time_limit=660, **RETRY)
 def compute_compare(job_id: int) -> None:
     """Compare two runs for the compare page, and store the result."""
     compare.run_job(job_id)

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..models import Project
 from ..services import access
-from ..services import metrics as metrics_service
+from ..services.metrics import exposition
 from . import auth, middleware, ratelimit
 
 
@@ -31,7 +31,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     except ratelimit.RateLimited as exc:
         retry = {"Retry-After": str(exc.retry_after)}
         return middleware.error_response(request, str(exc), 429, **retry)
-    body = metrics_service.exposition(project)
+    body = exposition(project)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

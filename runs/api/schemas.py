@@ -9,13 +9,12 @@ from django.conf import settings
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from ..importers.reading import DEFAULT_LIMITS, clip_json
-from ..importers.reading import json_depth_ok as json_depth
+from ..importers.reading import DEFAULT_LIMITS, clip_json, json_depth_ok
 
 
 def _bounded(value: Any) -> Any:
     """Refuse JSON values that nest deeper than LOOPBOARD_MAX_JSON_DEPTH."""
-    if not json_depth(value, settings.LOOPBOARD_MAX_JSON_DEPTH):
+    if not json_depth_ok(value, settings.LOOPBOARD_MAX_JSON_DEPTH):
         raise ValueError(f"nests deeper than {settings.LOOPBOARD_MAX_JSON_DEPTH} levels")
     return value
 

@@ -18,7 +18,7 @@ import detection
 
 from ..models import Finding, LedgerRow, Run, Step, Trace, Verdict
 from . import issues, labels, queue, storage, summary
-from . import policy as policy_service
+from .policy import engine_policy_or_default
 
 MAX_TURNS = 2000
 SEARCH_ARGS_CHARS = 200  # of each distinct argument object
@@ -40,7 +40,7 @@ def analyze_run(
     if run is None:
         return None  # deleted meanwhile
     if policy is None:
-        policy, _warning = policy_service.engine_policy_or_default(run.project)
+        policy, _warning = engine_policy_or_default(run.project)
     analyze_runs([(run, storage.iter_steps(run.pk) if steps is None else steps)], policy)
     return run
 
@@ -252,7 +252,7 @@ def analyze_batch(run_ids: list[int], *, again: bool = False) -> list[int]:
         policies: dict[int, detection.Policy] = {}
         for run in runs:
             if run.project_id not in policies:
-                policies[run.project_id] = policy_service.engine_policy_or_default(run.project)[0]
+                policies[run.project_id] = engine_policy_or_default(run.project)[0]
         # a run longer than a batch is read as the engine goes (a server-side cursor): a run
         # of any length is analyzed in the memory of its distinct calls, not of its steps
         steps = _steps_of([run.pk for run in runs if run.step_count <= STREAM_STEPS])

@@ -40,8 +40,7 @@ import detection
 from detection import fingerprints
 
 from ..models import BacktestJob, LoopIssue, Project, Run, Step, Verdict
-from . import labels, queue, storage
-from . import policy as policy_service
+from . import labels, policy, queue, storage
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ def start(
     Raises ValueError when the draft is invalid (policy.validate says why), the range is
     empty or the sample is not a positive number.
     """
-    draft = policy_service.validate(draft_policy)
+    draft = policy.validate(draft_policy)
     if since >= until:
         raise ValueError("the range must end after it starts")
     if sample is not None and sample < 1:
@@ -84,8 +83,8 @@ def start(
             user=user,
             kind=kind,
             draft=draft,
-            baseline=_canonical(policy_service.current(project)),
-            policy_version=policy_service.current_version(project),
+            baseline=_canonical(policy.current(project)),
+            policy_version=policy.current_version(project),
             since=since,
             until=until,
             sample=sample,
@@ -246,7 +245,7 @@ def _walk(job: BacktestJob, attempt: int) -> None:
     baseline, warning = _engine_policy(job.baseline)
     draft = detection.Policy.from_dict(job.draft)
     # The tool rows the draft changes: a run with none of their tools is analyzed once.
-    patterns = None if warning else policy_service.changed_patterns(job.baseline, job.draft)
+    patterns = None if warning else policy.changed_patterns(job.baseline, job.draft)
     tally = Tally.load(job.results)
     if not tally.upto:  # the first claim fixes the runs: later uploads are not counted
         tally.upto = Run.objects.aggregate(last=Max("id"))["last"] or 0
@@ -307,7 +306,7 @@ def _stop(job_id: int, attempt: int, tally, done: int, total: int, cursor: int) 
 def _canonical(saved: dict) -> dict:
     """The saved policy as validate shapes it; as stored when it is invalid (see _walk)."""
     try:
-        return policy_service.validate(saved)
+        return policy.validate(saved)
     except ValueError:
         return saved
 
@@ -538,7 +537,7 @@ def nightly(now: datetime | None = None) -> list[BacktestJob]:
     night = timezone.localdate(now)
     jobs = []
     for project in Project.objects.all():
-        saved = policy_service.current(project)
+        saved = policy.current(project)
         try:
             with transaction.atomic():
                 jobs.append(

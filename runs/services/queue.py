@@ -20,7 +20,7 @@ from django.db import transaction
 from kombu.transport import redis as kombu_redis
 
 from loopboard.celery import app
-from runs import task_names as names
+from runs import task_names
 
 
 def _task(name: str, args: tuple = ()):  # type: ignore[no-untyped-def]
@@ -43,7 +43,7 @@ def _send_on_commit(name: str, *args, **options) -> None:
 def queue_ingest(trace_ids: Iterable[int]) -> None:
     """Parse these stored traces once the current transaction commits."""
     for trace_id in trace_ids:
-        _send_on_commit(names.INGEST_TRACE, trace_id)
+        _send_on_commit(task_names.INGEST_TRACE, trace_id)
 
 
 def queue_analysis(run_ids: Iterable[int], *, bulk: bool = False) -> None:
@@ -60,7 +60,7 @@ def queue_analysis(run_ids: Iterable[int], *, bulk: bool = False) -> None:
 
 def queue_batch(run_ids: list[int], *, again: bool) -> None:
     """Send the next batch of an analysis (the rest of its run ids) on commit."""
-    _send_on_commit(names.REANALYZE_RUNS if again else names.ANALYZE_RUNS, list(run_ids))
+    _send_on_commit(task_names.REANALYZE_RUNS if again else task_names.ANALYZE_RUNS, list(run_ids))
 
 
 def queue_assembly(
@@ -74,15 +74,15 @@ def queue_assembly(
         return
     if countdown:
         _send_on_commit(
-            names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet, countdown=countdown
+            task_names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet, countdown=countdown
         )
     else:
-        _send_on_commit(names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet)
+        _send_on_commit(task_names.ASSEMBLE_OTLP, project_id, list(trace_ids), quiet)
 
 
 def queue_backtest(job_id: int) -> None:
     """Run this back-test once the transaction commits (on the bulk queue: it is long)."""
-    _send_on_commit(names.RUN_BACKTEST, job_id)
+    _send_on_commit(task_names.RUN_BACKTEST, job_id)
 
 
 def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
@@ -91,32 +91,32 @@ def queue_alerts(run_ids: Iterable[int], issue_events: Iterable = ()) -> None:
     run_ids = list(run_ids)
     events = [(event.issue_id, event.kind) for event in issue_events]
     if run_ids or events:
-        _send_on_commit(names.SEND_ALERTS, run_ids, events)
+        _send_on_commit(task_names.SEND_ALERTS, run_ids, events)
 
 
 def queue_rate_rules(rule_ids: Iterable[int], now: datetime) -> None:
     """Measure each of these rate rules at `now`, a task per rule (at once: beat is in no
     transaction)."""
     for rule_id in rule_ids:
-        _task(names.EVALUATE_RATE_RULE, (rule_id, now.isoformat())).apply_async()
+        _task(task_names.EVALUATE_RATE_RULE, (rule_id, now.isoformat())).apply_async()
 
 
 def queue_live_issues(run_id: int) -> None:
     """Fold a live run's new findings into its loop issues, LOOPBOARD_LIVE_ISSUES_SECONDS
     after this transaction commits."""
     countdown = settings.LOOPBOARD_LIVE_ISSUES_SECONDS
-    _send_on_commit(names.GROUP_LIVE_ISSUES, run_id, countdown=countdown)
+    _send_on_commit(task_names.GROUP_LIVE_ISSUES, run_id, countdown=countdown)
 
 
 def queue_delivery(alert_id: int, channel_ids: Iterable[int]) -> None:
     """Send this alert to each of these channels once the transaction commits."""
     for channel_id in channel_ids:
-        _send_on_commit(names.DELIVER, alert_id, channel_id)
+        _send_on_commit(task_names.DELIVER, alert_id, channel_id)
 
 
 def queue_test_delivery(alert_id: int, channel_id: int) -> None:
     """Send a channel's test message from the worker once the transaction commits."""
-    _send_on_commit(names.SEND_TEST_DELIVERY, alert_id, channel_id)
+    _send_on_commit(task_names.SEND_TEST_DELIVERY, alert_id, channel_id)
 
 
 def depths() -> dict[str, int] | None:
@@ -159,4 +159,4 @@ def _redis(url: str) -> redis.Redis:
 
 def queue_compare(job_id: int) -> None:
     """Compute this comparison of two runs once the transaction commits, on the bulk queue."""
-    _send_on_commit(names.COMPUTE_COMPARE, job_id, queue="bulk")
+    _send_on_commit(task_names.COMPUTE_COMPARE, job_id, queue="bulk")

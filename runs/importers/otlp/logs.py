@@ -26,6 +26,7 @@ from functools import partial
 from typing import IO, Any
 
 from ..content import parse_time
+from . import spans
 from .spans import (
     SPAN_ID_BYTES,
     TRACE_ID_BYTES,
@@ -47,7 +48,6 @@ from .spans import (
     iter_pb_fields,
     otlp_id,
 )
-from .spans import decode_body as decode_request_body
 
 CLAUDE_CODE_PREFIX = "claude_code."
 
@@ -101,7 +101,7 @@ def decode(body: bytes, encoding: str, *, max_depth: int) -> Any:
 
 
 # A logs body arrives as a traces body does (`spans.decode_body`), and decodes as logs.
-decode_body = partial(decode_request_body, decoder=decode)
+decode_body = partial(spans.decode_body, decoder=decode)
 
 
 def read_request(

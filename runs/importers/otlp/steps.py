@@ -71,8 +71,7 @@ from ..reading import (
     partial_json,
     stream_head,
 )
-from . import logs as otlp_logs
-from . import placement
+from . import logs, placement
 from .dialects import AGENT, COMMON, DETAIL, LLM, TOOL, Dialect, classify, keys, unwrap
 from .frameworks import (
     FINAL_ANSWER_TOOLS,
@@ -114,7 +113,7 @@ _PREFIXES: dict[re.Pattern[str], str | tuple[str, ...]] = {
 def sniff(head: bytes) -> bool:
     """OTLP/JSON (`resourceSpans` / `resourceLogs`), JSONL of requests or span records, or
     OTLP protobuf (kept for callers of the old interface; detection uses `claim`)."""
-    if head[:1] == b"\x0a" and (looks_like_protobuf(head) or otlp_logs.looks_like_protobuf(head)):
+    if head[:1] == b"\x0a" and (looks_like_protobuf(head) or logs.looks_like_protobuf(head)):
         return True
     values = head_values(head, max_lines=2)
     if not values:
@@ -135,7 +134,7 @@ def claim(sample: Sample) -> Claim:
     head = sample.head
     if head[:1] == b"\x0a" and looks_like_protobuf(head):
         return Claim(0.9, "an OTLP protobuf export request (resource spans)")
-    if head[:1] == b"\x0a" and otlp_logs.looks_like_protobuf(head):
+    if head[:1] == b"\x0a" and logs.looks_like_protobuf(head):
         return Claim(0.9, "an OTLP protobuf logs export request (resource logs)")
     records = sample.records
     if len(records) == 1 and isinstance(records[0], list):
@@ -585,7 +584,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     items: Iterator[Span | LogEvent]
     if head[:1] == b"\x0a" and looks_like_protobuf(head):
         items = _protobuf_spans(stream, source=source, skips=skips)
-    elif head[:1] == b"\x0a" and otlp_logs.looks_like_protobuf(head):
+    elif head[:1] == b"\x0a" and logs.looks_like_protobuf(head):
         items = _protobuf_events(stream, source=source, skips=skips)
     elif looks_like_jsonl(head):
         items = _jsonl_items(stream, source=source, limits=limits, skips=skips)
@@ -622,7 +621,7 @@ def _protobuf_spans(stream: IO[bytes], *, source: str, skips: Skips) -> Iterator
 
 
 def _protobuf_events(stream: IO[bytes], *, source: str, skips: Skips) -> Iterator[LogEvent]:
-    for index, resource_logs in enumerate(otlp_logs.iter_pb_resources(stream, source=source)):
+    for index, resource_logs in enumerate(logs.iter_pb_resources(stream, source=source)):
         where = f"resource_logs[{index}]"
         yield from events_of_resource(
             resource_logs, rejected=_skip_to(skips, source=source, where=where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from runs.models import ApiKey, Project
-from runs.services import api_keys as keys
+from runs.services import api_keys
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
             raise CommandError(f"no project {project!r}")
         if not name.strip():
             raise CommandError("the key needs a name")
-        row, key = keys.create_key(found, name.strip(), scope=scope)
+        row, key = api_keys.create_key(found, name.strip(), scope=scope)
         self.stderr.write(
             f"Created {row.scope} key {row.name!r} for project {found.slug} (shown once):"
         )
