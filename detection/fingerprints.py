@@ -84,7 +84,7 @@ def shape(finding: Finding, steps: Any = ()) -> str:
     """Return the text the fingerprint hashes: detector, tool and the loop's shape."""
     found = _steps_of(finding, steps)
     detector, tool = finding.detector, finding.tool or ""
-    first = next((s for s in found if s.kind == "tool_call"), None)
+    first = next((s for s in found if s.is_tool_call), None)
     if detector in ARGS_DETECTORS:
         form = _value_shape(first.args) if first else _scrub(finding.signature.split(":")[0])
         if first is not None and first.status in FAILED:
@@ -95,7 +95,7 @@ def shape(finding: Finding, steps: Any = ()) -> str:
     if detector == "oscillation":
         return f"oscillation|{','.join(_motif(finding, found))}"
     if detector == "batch_repeat":
-        tools = sorted({s.tool or "?" for s in found if s.kind == "tool_call"})
+        tools = sorted({s.tool or "?" for s in found if s.is_tool_call})
         return f"batch_repeat|{','.join(tools) or tool}"
     if detector == "result_stall":
         return f"result_stall|{tool}|{_result_shape(first.result) if first else '?'}"
@@ -113,7 +113,7 @@ def describe(finding: Finding, steps: Any = ()) -> str:
     """Return the issue title of the finding's loop, in words (Markdown-style `tool`)."""
     found = _steps_of(finding, steps)
     detector, tool = finding.detector, f"`{finding.tool or '?'}`"
-    first = next((s for s in found if s.kind == "tool_call"), None)
+    first = next((s for s in found if s.is_tool_call), None)
     failing = first is not None and first.status in FAILED
     if detector == "repeat":
         if failing:
@@ -130,7 +130,7 @@ def describe(finding: Finding, steps: Any = ()) -> str:
             return f"`{motif[0]}` goes back and forth between {len(motif)} calls"
         return "Going back and forth between " + " → ".join(f"`{name}`" for name in motif)
     if detector == "batch_repeat":
-        tools = sorted({s.tool or "?" for s in found if s.kind == "tool_call"})
+        tools = sorted({s.tool or "?" for s in found if s.is_tool_call})
         return "The same batch of calls again: " + ", ".join(f"`{t}`" for t in tools or ["?"])
     if detector == "result_stall":
         if first is not None and _result_shape(first.result) == "empty":
@@ -306,7 +306,7 @@ def _motif(finding: Finding, found: list[Step]) -> list[str]:
     The period is found on the calls (tool and arguments), so reading two files in turn is
     a motif of two reads; the motif keeps only the tools.
     """
-    calls = [s for s in found if s.kind == "tool_call"]
+    calls = [s for s in found if s.is_tool_call]
     if len(calls) < 2:
         return sorted((finding.tool or "?").split(","))
     keys = [call_signature(s.tool or "?", s.args) for s in calls]

@@ -613,8 +613,3 @@ def error_fault(result: Any, args: Any = None) -> Fault:
     body = " | ".join(salient)[:FAULT_MAX]
     key = f"exit={exit_code};http={status};{body}" if strong else f"weak;exit={exit_code};{body}"
     return Fault(key, first[:300], strong, status)
-
-
-def error_fingerprint(result: Any, args: Any = None) -> str:
-    """Return the fingerprint text of a failed call's result (``error_fault(...).key``)."""
-    return error_fault(result, args).key

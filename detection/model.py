@@ -47,4 +47,4 @@ class Run:
 
     @property
     def tool_calls(self) -> int:
-        return sum(1 for step in self.steps if step.kind == "tool_call")
+        return sum(1 for step in self.steps if step.is_tool_call)

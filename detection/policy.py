@@ -50,8 +50,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import tomli_w
-
 from . import catalogue
 from .keys import DEFAULT_VOLATILE
 
@@ -320,10 +318,6 @@ class Policy:
         if self.tools:
             out["tools"] = {rule.pattern: rule.to_dict() for rule in self.tools}
         return out
-
-    def to_toml(self) -> str:
-        """Return the policy as TOML text."""
-        return tomli_w.dumps(self.to_dict())
 
     # -- resolving ----------------------------------------------------------------------
     def rule_for(self, tool: str) -> ToolRule | None:

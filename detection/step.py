@@ -40,4 +40,5 @@ class Step:
 
     @property
     def is_tool_call(self) -> bool:
+        """Whether this step is a tool call (with its result), not a message."""
         return self.kind == "tool_call"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from detection.keys import error_fault, error_fingerprint
+from detection.keys import error_fault
 
 TABLE = [
     # edits whose old text is not there, or is there more than once (OpenHands, SWE-agent,
@@ -132,7 +132,7 @@ TABLE = [
 
 @pytest.mark.parametrize(("result", "args", "fingerprint"), TABLE)
 def test_real_error_lines_give_these_fingerprints(result, args, fingerprint):
-    assert error_fingerprint(result, args) == fingerprint
+    assert error_fault(result, args).key == fingerprint
     assert error_fault(result, args).strong
 
 
@@ -205,12 +205,12 @@ DIFFERENT = [
 
 @pytest.mark.parametrize(("one", "two"), SAME)
 def test_attempts_at_one_blocker_share_a_fingerprint(one, two):
-    assert error_fingerprint(*one) == error_fingerprint(*two)
+    assert error_fault(*one).key == error_fault(*two).key
 
 
 @pytest.mark.parametrize(("one", "two"), DIFFERENT)
 def test_different_blockers_have_different_fingerprints(one, two):
-    assert error_fingerprint(*one) != error_fingerprint(*two)
+    assert error_fault(*one).key != error_fault(*two).key
 
 
 def test_an_error_that_names_nothing_is_weak():
@@ -280,7 +280,7 @@ def test_errors_that_differ_only_in_quoted_arguments_or_numbers_share_a_fingerpr
         args = {"path": path, "old_str": q.strip() or "x", "n": n}
         url = quote(args["old_str"], safe="")
         text = template.format(q=args["old_str"], path=path, n=n, url=url)
-        prints.add(error_fingerprint(text, args))
+        prints.add(error_fault(text, args).key)
     assert len(prints) == 1
 
 
@@ -291,7 +291,7 @@ def test_errors_that_differ_only_in_quoted_arguments_or_numbers_share_a_fingerpr
 @settings(max_examples=300, deadline=None)
 def test_two_different_blockers_never_share_a_fingerprint(causes, noise):
     prints = {
-        error_fingerprint(f"{cause}\n(while running {q.strip() or 'x'!r}, try {n})", {"q": q})
+        error_fault(f"{cause}\n(while running {q.strip() or 'x'!r}, try {n})", {"q": q}).key
         for cause, (q, n) in zip(causes, noise, strict=True)
     }
     assert len(prints) == 2
