@@ -29,7 +29,8 @@ tolerated, skipped and counted in metadata["skipped_records"]. One run per file:
   before or after the item. Parts already seen as events are dropped from the item (all
   seen: no step); events repeating a part of a stepped item are dropped; consecutive
   `agent_reasoning` events of one response, with no item yet, form one step.
-- Calls, linked to their output by `call_id` (ids made unique with `#n` when reused):
+- Calls, linked to their output by `call_id` (a reused id is left to the kit's merge: a copy
+  of the call joins it, another call with that id gets `#n`):
   `function_call` (tool = `name`, args = parsed JSON `arguments`; arguments that are not
   JSON -> status "invalid"), `custom_tool_call` (apply_patch: args `{"input": <patch>}`),
   `local_shell_call` (tool `local_shell`, args = `action`), `web_search_call` (tool
@@ -217,7 +218,6 @@ class _State:
     # running exec session -> its exec_command call (and that call's id)
     sessions: dict[str, tuple[Step, str]] = field(default_factory=dict)
     poll_session: dict[str, str] = field(default_factory=dict)  # write_stdin call id -> session
-    id_counts: Counter = field(default_factory=Counter)
     turn_calls: list[Step] = field(default_factory=list)
     expected: dict[tuple[str, str], Counter] = field(default_factory=dict)
     unpaired: dict[tuple[str, str], Counter] = field(default_factory=dict)
@@ -455,10 +455,9 @@ def _response_item(state: _State, payload: dict[str, Any], when: float | None) -
 
 
 def _new_call(state: _State, call_id: str, tool: str, args: Any, when: float | None) -> Step:
-    count = state.id_counts[call_id]
-    state.id_counts[call_id] += 1
-    step_id = (call_id if count == 0 else f"{call_id}#{count + 1}") if call_id else None
-    step = tool_step(tool=tool, args=args, limits=state.limits, id=step_id)
+    # A reused id stays as it is: kit.finish_run merges a copy of the call into it (one
+    # result between them, the same response) and gives another call with the id `#n`.
+    step = tool_step(tool=tool, args=args, limits=state.limits, id=call_id or None)
     _add(state, step, when, model=True)
     state.turn_calls.append(step)
     if call_id:

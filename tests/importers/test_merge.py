@@ -107,3 +107,29 @@ def test_a_tau_bench_id_reused_in_a_later_turn_is_a_second_call():
         ("call_1", "Error: no", "error"),
         ("call_1#2", "Error: no", "error"),
     ]
+
+
+def _codex_rollout(*calls: dict) -> bytes:
+    """A Codex rollout of one response holding these items (function calls, outputs)."""
+    meta = {"id": "s-1", "timestamp": "2026-02-11T08:00:00.000Z", "cli_version": "0.128.0"}
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    lines = [{"type": "session_meta", "payload": meta}, {"type": "response_item", "payload": user}]
+    lines += [{"type": "response_item", "payload": item} for item in calls]
+    stamp = "2026-02-11T08:00:01.000Z"
+    return "".join(json.dumps({"timestamp": stamp, **line}) + "\n" for line in lines).encode()
+
+
+def test_a_codex_call_written_twice_is_one_step_with_its_result_through_the_kit():
+    ls = {"type": "function_call", "name": "shell", "arguments": '{"command": ["ls"]}'}
+    answer = {"type": "function_call_output", "call_id": "call_1", "output": "a b"}
+    data = _codex_rollout({**ls, "call_id": "call_1"}, {**ls, "call_id": "call_1"}, answer)
+    (run,) = iter_runs(data, source="rollout.jsonl")
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [(s.id, s.tool, s.args, s.result) for s in calls] == [
+        ("call_1", "shell", {"command": ["ls"]}, "a b"),
+    ]
+    # two answered calls that reuse the id stay two, the second with a unique id
+    data = _codex_rollout({**ls, "call_id": "call_1"}, answer, {**ls, "call_id": "call_1"}, answer)
+    (run,) = iter_runs(data, source="rollout.jsonl")
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [(s.id, s.result) for s in calls] == [("call_1", "a b"), ("call_1#2", "a b")]
