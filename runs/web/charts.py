@@ -14,6 +14,12 @@ from django.utils.safestring import SafeString, mark_safe
 from ..services.summary import Strip
 
 STRIP_COLORS = ("#e6e9ef", "#f6d58e", "#efaa4f", "#dc6b3f", "#b3261e")
+# A bar chart's labels: at most LABEL_CHARS characters of the 12 px monospace (.chart__label,
+# about 0.6 em a character), right-aligned in a column wide enough for them, so a long label
+# ("Same error, different tries") is cut with an ellipsis, not by the edge of the chart.
+LABEL_CHARS = 24
+LABEL_CHAR_PX = 7.3
+LABEL_W = round(LABEL_CHARS * LABEL_CHAR_PX) + 16  # 8 px from the edge, 8 px before the bar
 
 
 def _join(sep: str, template: str, rows) -> SafeString:
@@ -118,7 +124,7 @@ def bars(rows: list[tuple[str, float]], *, unit: str = "", width: int = 520) -> 
     if not rows:
         return mark_safe("")
     top = max(v for _, v in rows) or 1
-    bar_h, gap, label_w = 20, 6, 170
+    bar_h, gap, label_w = 20, 6, LABEL_W
     height = len(rows) * (bar_h + gap)
     parts = _join(
         "",
@@ -129,7 +135,7 @@ def bars(rows: list[tuple[str, float]], *, unit: str = "", width: int = 520) -> 
             (
                 label_w - 8,
                 i * (bar_h + gap) + 15,
-                label if len(label) <= 24 else label[:23] + "…",
+                label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
                 label_w,
                 i * (bar_h + gap),
                 max((width - label_w - 70) * v / top, 1),
