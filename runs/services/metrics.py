@@ -51,6 +51,14 @@ READ = """
     ) m GROUP BY 1, 2, 3
 """
 
+SUMMED = """
+    SELECT name, labels, sum(value) FROM (
+        SELECT name, labels, value FROM runs_metric_total WHERE project_id = ANY(%s)
+        UNION ALL
+        SELECT name, labels, value FROM runs_metric_delta WHERE project_id = ANY(%s)
+    ) m GROUP BY 1, 2
+"""
+
 
 def compact(*, vacuum: bool = False) -> bool:
     """Fold the delta rows into the totals; return False when another process is at it.
@@ -98,6 +106,19 @@ def read(project: Project | None = None) -> list[Figures]:
             if project_id in figures:
                 figures[project_id].values[name][tuple(labels)] = value
     return list(figures.values())
+
+
+def summed(project_ids: list[int]) -> dict[str, dict[tuple[str, ...], float]]:
+    """Return these projects' figures added together: values by metric name, then by label
+    tuple (the Overview's all-time totals; a few index reads, not a scan of every run)."""
+    values: dict[str, dict[tuple[str, ...], float]] = defaultdict(dict)
+    if not project_ids:
+        return values
+    with connection.cursor() as cursor:
+        cursor.execute(SUMMED, [list(project_ids)] * 2)
+        for name, labels, value in cursor.fetchall():
+            values[name][tuple(labels)] = value
+    return values
 
 
 def histogram(figures: Figures, name: str) -> tuple[list[tuple[str, float]], float]:

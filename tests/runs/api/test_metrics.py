@@ -280,7 +280,7 @@ def test_the_migration_counts_the_runs_stored_before_it(client, project, key, pr
     # The metric migrations' own SQL, undone and done again around rows stored meanwhile
     # (migrating the whole app back would also drop the columns the code writes now).
     sql = [importlib.import_module(f"runs.migrations.{name}")
-           for name in ("0019_metrics", "0022_stopped_call_metric")]  # fmt: skip
+           for name in ("0019_metrics", "0022_stopped_call_metric", "0030_overview_totals")]  # fmt: skip
     process(project, looping_trace(6), name="before.jsonl")
     with connection.cursor() as cursor:
         for migration in reversed(sql):
@@ -297,6 +297,9 @@ def test_the_migration_counts_the_runs_stored_before_it(client, project, key, pr
     samples = scrape(client, key)
     runs = Run.objects.filter(project=project)
     assert value(samples, "loopboard_runs_ingested_total", project="agents", format="native") == 3
+    summed = metrics.summed([project.pk])  # the Overview's all-time totals (0030)
+    assert summed["steps"][()] == sum(run.step_count for run in runs)
+    assert summed["waste_steps"][()] == sum(run.waste_steps for run in runs) > 0
     for verdict in ("ok", "warn", "stop"):
         assert value(samples, "loopboard_runs", project="agents", verdict=verdict) == (
             runs.filter(verdict=verdict).count()
