@@ -1,18 +1,29 @@
 // Small progressive enhancements; every page works without this file.
-document.addEventListener("htmx:xhr:progress", (event) => {
-  const bar = document.getElementById("upload-progress");
-  if (!bar || !event.detail.lengthComputable) return;
+
+// Upload: the bar follows the bytes of the upload form's own request (xhr.upload), not the
+// download of its answer nor the 1 s polls of the trace rows below it (htmx sends
+// htmx:xhr:progress for every request, both ways), and it finishes: full, then hidden, when
+// the request ends, whether it succeeded or not.
+const uploadForm = (event) => event.detail.elt?.closest?.(".upload-form");
+document.addEventListener("htmx:beforeSend", (event) => {
+  const form = uploadForm(event);
+  const bar = form?.querySelector("#upload-progress");
+  if (!bar) return;
+  bar.value = 0;
   bar.hidden = false;
-  bar.value = (event.detail.loaded / event.detail.total) * 100;
+  event.detail.xhr.upload.addEventListener("progress", (progress) => {
+    if (progress.lengthComputable && progress.total) bar.value = (progress.loaded / progress.total) * 100;
+  });
 });
 document.addEventListener("htmx:afterRequest", (event) => {
-  const bar = document.getElementById("upload-progress");
-  if (bar && event.detail.elt.classList.contains("upload-form")) {
-    bar.hidden = true;
-    event.detail.elt.reset();
-    const chosen = event.detail.elt.querySelector(".dropzone__chosen");
-    if (chosen) chosen.replaceChildren();
-  }
+  const form = uploadForm(event);
+  const bar = form?.querySelector("#upload-progress");
+  if (!bar || event.detail.elt !== form) return;
+  bar.value = 100;
+  bar.hidden = true;
+  form.reset();
+  const chosen = form.querySelector(".dropzone__chosen");
+  if (chosen) chosen.replaceChildren();
 });
 
 // Upload: files dropped on the upload card go into its file input, which is then listed
