@@ -37,8 +37,9 @@ Mapping, one run per file (id = `sessionId`):
   context) are injected, not typed by the person -> `system` steps, so they do not start a
   new user turn.
 - A `tool_result` whose call is not in the file -> a failed-or-ok `tool_call` step of its
-  own, tool `"(unknown)"`. A repeated record `uuid` is skipped; a repeated `tool_use` id in
-  a later message gets a `#n` suffix so step ids stay unique.
+  own, tool `"(unknown)"`. A repeated record `uuid` is skipped. A repeated `tool_use` id is
+  left to the kit's merge (`kit.finish_run`): the same call written again in its message,
+  one copy answered, is one step; a call of a later message gets a `#n` suffix.
 - `attachment` records are injected context (tool and skill listings, reminders, memory
   files), not steps, with two exceptions: `hook_blocking_error` (a hook refused a tool call,
   or rejected its outcome) makes the call named by `toolUseID` an error (its result, if it
@@ -247,9 +248,7 @@ class _State:
     messages: dict[str, _Message] = field(default_factory=dict)  # the newest MAX_MESSAGES
     calls: dict[str, Step] = field(default_factory=dict)  # tool_use id -> newest call step
     settled: deque = field(default_factory=deque)  # tool_use ids answered, oldest first
-    call_ids: HashSet = field(default_factory=HashSet)  # tool_use ids seen
-    id_repeats: dict[str, int] = field(default_factory=dict)  # tool_use id -> times seen, > 1
-    answered: set[str] = field(default_factory=set)  # ids of the answered calls in `calls`
+    answered: set[int] = field(default_factory=set)  # the answered call steps in `calls` (id())
     uuids: HashSet = field(default_factory=HashSet)
     skipped: Counter = field(default_factory=Counter)  # unknown types, duplicates, orphans
     metadata_records: Counter = field(default_factory=Counter)  # no-uuid metadata records
@@ -695,17 +694,18 @@ def _assistant_block(
         return step
     if kind in ("tool_use", "server_tool_use"):
         call_id = str(block.get("id") or f"{msg_id}/{len(state.steps)}")
-        count = 0 if state.call_ids.add(call_id) else state.id_repeats.get(call_id, 1)
-        if count:
-            state.id_repeats[call_id] = count + 1
-        unique = call_id if count == 0 else f"{call_id}#{count + 1}"
+        # A reused id stays as it is: kit.finish_run merges a copy of the call into it (one
+        # result between them, the same message) and gives another call with the id `#n`.
         step = tool_step(
             tool=str(block.get("name") or ""),
             args=block.get("input"),
             limits=limits,
-            id=unique,
+            id=call_id,
             batch_id=msg_id,
         )
+        earlier = state.calls.get(call_id)
+        if earlier is not None:
+            state.answered.discard(id(earlier))  # (answered holds only steps in `calls`)
         state.calls[call_id] = step  # the newest call with this id answers its results
         if len(state.calls) > MAX_OPEN_CALLS + MAX_ANSWERED:
             _forget_call(state, next(iter(state.calls)))  # the oldest: no result came for it
@@ -755,7 +755,7 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
     result = block.get("content")
     result = content_text(result) if isinstance(result, list) else result
     ended = parse_time(record.get("timestamp"))
-    if call is None or call.id in state.answered:
+    if call is None or id(call) in state.answered:
         call = _add(
             state,
             record,
@@ -770,7 +770,7 @@ def _tool_result(state: _State, record: dict[str, Any], block: dict[str, Any]) -
     else:
         _follow(state, record)
         _settle(state, call_id)
-        state.answered.add(str(call.id))
+        state.answered.add(id(call))
     error = block.get("is_error") is True or _denied(record, block) or call_id in state.blocked
     set_result(call, result, error=error, limits=state.limits, ended_at=ended)
 
@@ -782,14 +782,14 @@ def _settle(state: _State, call_id: str) -> None:
     if len(state.settled) > MAX_ANSWERED:
         old = state.settled.popleft()
         call = state.calls.get(old)
-        if call is not None and str(call.id) in state.answered:
+        if call is not None and id(call) in state.answered:
             _forget_call(state, old)
 
 
 def _forget_call(state: _State, call_id: str) -> None:
     """A call no later record can name any more (it left `calls`: `answered` goes with it)."""
     call = state.calls.pop(call_id)
-    state.answered.discard(str(call.id))
+    state.answered.discard(id(call))
 
 
 def _system(state: _State, record: dict[str, Any]) -> None:
@@ -922,7 +922,7 @@ def _task_for(state: _State, record: dict[str, Any], step: Step) -> str | None:
     task = state.task_of.get(parent) if isinstance(parent, str) else None
     if task is None:
         open_tasks = [
-            s for s in state.calls.values() if s.tool in TASK_TOOLS and s.id not in state.answered
+            s for s in state.calls.values() if s.tool in TASK_TOOLS and id(s) not in state.answered
         ]
         prompt = step.text if step.kind == "user" else None
         matching = [

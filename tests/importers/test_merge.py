@@ -133,3 +133,47 @@ def test_a_codex_call_written_twice_is_one_step_with_its_result_through_the_kit(
     (run,) = iter_runs(data, source="rollout.jsonl")
     calls = [s for s in run.steps if s.kind == "tool_call"]
     assert [(s.id, s.result) for s in calls] == [("call_1", "a b"), ("call_1#2", "a b")]
+
+
+def _claude_code_session(*records: dict) -> bytes:
+    lines = [{"type": "user", "uuid": "u0", "parentUuid": None, "sessionId": "s-1",
+              "timestamp": "2026-02-11T08:00:00Z", "message": {"role": "user", "content": "go"}}]  # fmt: skip
+    parent = "u0"
+    for record in records:
+        lines.append({"parentUuid": parent, "sessionId": "s-1",
+                      "timestamp": "2026-02-11T08:00:01Z", **record})  # fmt: skip
+        parent = record["uuid"]
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def _use(uuid: str, message: str, call_id: str, path: str) -> dict:
+    block = {"type": "tool_use", "id": call_id, "name": "Read", "input": {"file_path": path}}
+    return {"type": "assistant", "uuid": uuid,
+            "message": {"id": message, "role": "assistant", "content": [block]}}  # fmt: skip
+
+
+def _answer(uuid: str, call_id: str, text: str) -> dict:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    return {"type": "user", "uuid": uuid, "message": {"role": "user", "content": [block]}}
+
+
+def test_a_claude_code_call_written_twice_is_one_step_with_its_result_through_the_kit():
+    """The same tool_use block in two records (new uuids) of one message, one result."""
+    data = _claude_code_session(
+        _use("a1", "m1", "toolu_1", "/x"), _use("a2", "m1", "toolu_1", "/x"),
+        _answer("u1", "toolu_1", "hello"),
+    )  # fmt: skip
+    (run,) = iter_runs(data, source="session.jsonl")
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [(s.id, s.args, s.result) for s in calls] == [("toolu_1", {"file_path": "/x"}, "hello")]
+    # an id reused by a call of a later message, both answered: two steps, unique ids
+    data = _claude_code_session(
+        _use("a1", "m1", "toolu_1", "/x"), _answer("u1", "toolu_1", "hello"),
+        _use("a2", "m2", "toolu_1", "/y"), _answer("u2", "toolu_1", "other"),
+    )  # fmt: skip
+    (run,) = iter_runs(data, source="session.jsonl")
+    calls = [s for s in run.steps if s.kind == "tool_call"]
+    assert [(s.id, s.args, s.result) for s in calls] == [
+        ("toolu_1", {"file_path": "/x"}, "hello"),
+        ("toolu_1#2", {"file_path": "/y"}, "other"),
+    ]
