@@ -90,6 +90,12 @@ def test_the_timeline_shows_each_steps_duration_tokens_and_cost(client_in, timed
 
 
 @pytest.mark.django_db
+def test_the_step_page_writes_its_tokens_as_the_timeline_does(client_in, timed_run):
+    html = client_in.get(reverse("runs:step", args=[timed_run.pk, 2])).content.decode()
+    assert "1,200 in / 300 out tokens" in html and "1200 in" not in html
+
+
+@pytest.mark.django_db
 def test_the_step_page_links_to_the_previous_and_next_step(client_in, timed_run):
     def nav(seq: int) -> str:
         return client_in.get(reverse("runs:step", args=[timed_run.pk, seq])).content.decode()
