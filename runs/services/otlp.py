@@ -57,7 +57,7 @@ from ..importers.otlp.spans import SESSION_PREFIX
 from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict, pack_raw, unpack_raw
 from . import deletion, ingest, queue, storage
-from . import policy as policy_service
+from .policy import engine_policy_or_default
 
 log = logging.getLogger(__name__)
 Item = Span | LogEvent
@@ -299,7 +299,7 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
         trace_ids = sorted(set(pending.values_list("trace_id", flat=True)))
     if not trace_ids:
         return []
-    policy, _warning = policy_service.engine_policy_or_default(project)
+    policy, _warning = engine_policy_or_default(project)
     decoded: dict[int, dict[str, list[Item]]] = {}
     run_ids: list[int] = []
     filed = OtlpSpanGroup.objects.filter(project_id=project_id, trace_id__in=trace_ids)
