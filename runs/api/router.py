@@ -10,11 +10,10 @@ from datetime import date
 from typing import Literal
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404
-from ninja import Field, File, Path, Query, Router, Schema, Status
+from ninja import Field, Path, Query, Router, Schema, Status
 from ninja.errors import HttpError
-from ninja.files import UploadedFile
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
@@ -109,15 +108,30 @@ def _trace_out(trace: Trace) -> dict:
     }
 
 
+UPLOAD_BODY = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
+            }
+        },
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+    },
+}
+
+
 @router.post(
     "/traces",
     response={202: TraceAccepted, **BODY_ERRORS, **ERRORS},
     tags=["traces"],
     summary="Upload a trace file",
+    openapi_extra={"requestBody": UPLOAD_BODY},
 )
 def upload_trace(
     request: HttpRequest,
-    file: UploadedFile | None = File(None),  # noqa: B008 - ninja's idiom
     format: FormatName = Query("", description="force a format (default: detected)"),  # noqa: B008
     name: str = Query("", max_length=255, description="file name (raw bodies)"),
     version: str = Query("", max_length=100, description="the agent version of its runs"),
@@ -126,14 +140,17 @@ def upload_trace(
 
     Send the file as multipart (`file` field) or as the raw request body; gzip is accepted
     (gzipped bytes, or `Content-Encoding: gzip`). The same bytes sent twice are one trace.
+    A raw body is read as a stream, whatever its Content-Type says (never parsed as a form),
+    and a multipart file is spooled to disk, so the upload is never held whole in memory.
     """
     request.auth.require(access.SEND, "uploading a trace")
-    if file is not None:
+    if request.content_type == "multipart/form-data":
+        file = request.FILES.get("file")
+        if file is None:
+            raise HttpError(400, "multipart upload without a 'file' field")
         data, size, name = file, file.size or None, name or file.name or "upload"
-    elif request.content_type == "multipart/form-data":
-        raise HttpError(400, "multipart upload without a 'file' field")
     else:
-        data, size, name = request.body, None, name or "upload"
+        data, size, name = request, None, name or "upload"
     try:
         trace, created = uploads.accept(
             _project(request), data, name=name, size=size, format=format, version=version,
@@ -172,9 +189,9 @@ def get_trace(request: HttpRequest, trace_id: int = TRACE_ID):
         }
     },
 )
-def download_trace(request: HttpRequest, trace_id: int = TRACE_ID) -> HttpResponse:
+def download_trace(request: HttpRequest, trace_id: int = TRACE_ID) -> HttpResponseBase:
     """The trace's bytes exactly as they were received (possibly gzipped)."""
-    trace = get_object_or_404(_project(request).traces, pk=trace_id)
+    trace = _trace(request, trace_id)
     if trace.raw_expired_at is not None:
         raise HttpError(410, f"the trace's raw bytes expired on {trace.raw_expired_at:%Y-%m-%d}")
     return downloads.raw_response(trace)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
+import io
 import logging
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO
 
-import zstandard
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
@@ -21,8 +18,8 @@ import detection
 from .. import importers, rawstore
 from ..importers import TraceError
 from ..importers.kit.spool import StepSpool
-from ..models import Project, Run, Step, Trace, Verdict, pack_raw
-from . import analysis, deletion, queue, storage
+from ..models import Project, Run, Step, Trace, Verdict
+from . import analysis, deletion, queue, raw, storage
 from . import policy as policy_service
 
 log = logging.getLogger(__name__)
@@ -33,7 +30,7 @@ IMPORT_LOCK = 0x6C62_696D  # advisory lock class id ("lbim") of the per-trace im
 
 def store_trace(
     project: Project,
-    data: bytes,
+    data: bytes | raw.Received,
     *,
     name: str,
     format: str = "",
@@ -43,35 +40,43 @@ def store_trace(
 ) -> tuple[Trace, bool]:
     """Keep the raw bytes as a Trace and queue its ingest; the same bytes give the same trace.
 
-    Returns (trace, created). Nothing is parsed here: the request returns at once. The same
-    bytes sent again with another forced format re-import the existing trace with it, once
-    its last import has finished. `version` is the agent version its runs take (over what
-    their metadata says).
+    `data` is the bytes, or an upload `raw.receive` read (hashed, in a temporary file): it
+    is compressed and stored a chunk at a time. Returns (trace, created). Nothing is parsed
+    here: the request returns at once. The same bytes sent again with another forced format
+    re-import the existing trace with it, once its last import has finished. `version` is
+    the agent version its runs take (over what their metadata says).
     """
-    digest = hashlib.sha256(data).hexdigest()
-    stored, encoding = pack_raw(data)
-    with transaction.atomic():
-        raw, key = rawstore.keep(project.pk, digest, stored, encoding)
-        trace, created = Trace.objects.get_or_create(
-            project=project,
-            sha256=digest,
-            defaults={
-                "name": storage.clean_text(name[:255]) or "trace",
-                "size": len(data),
-                "raw": raw,
-                "raw_encoding": encoding,
-                "raw_key": key,
-                "raw_external_bytes": len(stored) if key else 0,
-                "declared_format": format,
-                "source": source,
-                "agent_version": storage.clean_text(version.strip()[:100]),
-                "uploaded_by": user if user and user.is_authenticated else None,
-            },
-        )
-        if created:
-            queue.queue_ingest([trace.pk])
-        elif format and format != trace.declared_format and trace.is_finished:
-            reimport(trace, format)
+    received = raw.receive(io.BytesIO(data), len(data)) if isinstance(data, bytes) else data
+    assert received is not None  # bytes are never over their own length
+    packed = raw.pack(received)
+    try:
+        with transaction.atomic():
+            kept, key = rawstore.keep(project.pk, received.sha256, packed.file, packed.encoding)
+            trace, created = Trace.objects.defer("raw").get_or_create(
+                project=project,
+                sha256=received.sha256,
+                defaults={
+                    "name": storage.clean_text(name[:255]) or "trace",
+                    "size": received.size,
+                    "raw": b"",
+                    "raw_encoding": packed.encoding,
+                    "raw_key": key,
+                    "raw_external_bytes": packed.size if key else 0,
+                    "declared_format": format,
+                    "source": source,
+                    "agent_version": storage.clean_text(version.strip()[:100]),
+                    "uploaded_by": user if user and user.is_authenticated else None,
+                },
+            )
+            if created and not key:
+                raw.write(trace.pk, packed)
+            if created:
+                queue.queue_ingest([trace.pk])
+            elif format and format != trace.declared_format and trace.is_finished:
+                reimport(trace, format)
+    finally:
+        if packed.file is not received.file:
+            packed.file.close()
     return trace, created
 
 
@@ -155,7 +160,7 @@ def _attempt(trace_id: int, *, count: bool) -> None:
             locked = (
                 Trace.objects.select_for_update(skip_locked=True)
                 .filter(pk=trace_id, status=Trace.Status.PARSING)
-                .defer("raw")  # read a chunk at a time (open_raw)
+                .defer("raw")  # read a chunk at a time (raw.open_raw)
                 .first()
             )
             if locked is None:
@@ -205,9 +210,9 @@ def _store_parsed(trace: Trace, project: Project) -> None:
     engine_policy, policy_warning = policy_service.engine_policy_or_default(project)
     deletion.delete_runs(trace.runs.all())  # leftovers of an attempt that died go
     run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
-    with open_raw(trace) as raw:
+    with raw.open_raw(trace) as received:
         for parsed in importers.iter_runs(
-            raw,
+            received,
             source=trace.name,
             format=trace.declared_format or None,
             limits=import_limits(),
@@ -230,45 +235,6 @@ def _store_parsed(trace: Trace, project: Project) -> None:
         updated_at=timezone.now(),
     )
     queue.queue_analysis(run_ids)
-
-
-RAW_IN_MEMORY = 8 * 1024 * 1024  # a bigger trace is unpacked into a temporary file
-RAW_CHUNK = 4 * 1024 * 1024  # bytes of `Trace.raw` read from PostgreSQL at a time
-
-
-def open_raw(trace: Trace) -> IO[bytes]:
-    """Return the trace's received bytes (`Trace.raw_bytes`) as a temporary file, unpacked a
-    chunk at a time: a 1 GB trace is never held whole in memory, compressed or not. `raw` is
-    read from the database in RAW_CHUNK slices (an object outside it, whole)."""
-    if trace.raw_encoding not in ("", "zstd"):
-        raise ValueError(f"unknown raw encoding {trace.raw_encoding!r}")
-    out = tempfile.SpooledTemporaryFile(max_size=RAW_IN_MEMORY)  # noqa: SIM115 - the caller's
-    if trace.raw_encoding == "zstd":  # written out as it is unpacked, never a whole chunk's
-        with zstandard.ZstdDecompressor().stream_writer(out, closefd=False) as unpack:
-            for chunk in _packed_chunks(trace):
-                unpack.write(chunk)
-    else:
-        for chunk in _packed_chunks(trace):
-            out.write(chunk)
-    out.seek(0)
-    return out  # type: ignore[return-value]
-
-
-def _packed_chunks(trace: Trace) -> Iterator[bytes]:
-    if trace.raw_key:
-        yield rawstore.read(b"", trace.raw_key)
-        return
-    table = Trace._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT octet_length(raw) FROM {table} WHERE id = %s", [trace.pk])
-        row = cursor.fetchone()
-        size = (row[0] or 0) if row else 0
-        for start in range(0, size, RAW_CHUNK):
-            cursor.execute(
-                f"SELECT substring(raw FROM %s FOR %s) FROM {table} WHERE id = %s",
-                [start + 1, RAW_CHUNK, trace.pk],
-            )
-            yield bytes(cursor.fetchone()[0])
 
 
 def _fail(trace: Trace, message: str) -> None:

@@ -126,7 +126,7 @@ def store_request(
             what = "log record" if signal == "logs" else "span"
             trace.error = storage.clean_text(f"every {what} was rejected: {export.error_message}")
         if not _insert_raw(trace):
-            return Trace.objects.get(project=project, sha256=trace.sha256)
+            return Trace.objects.defer("raw").get(project=project, sha256=trace.sha256)
         filed = _file_keys(project, trace, export)
         OtlpSpanGroup.objects.bulk_create(
             OtlpSpanGroup(

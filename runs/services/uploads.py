@@ -4,17 +4,18 @@ and `manage.py ingest` share, in front of `ingest.store_trace`.
 An upload is refused, with a sentence saying why and the HTTP status an entry point answers
 with it, when its format is unknown (400), when it is empty (400), or when it is over
 MAX_UPLOAD_BYTES (413). A file whose size is known is refused before it is read; one whose
-size is not is read to one byte past the limit at most.
+size is not is read to one byte past the limit at most. A file or a request body is read a
+chunk at a time into a temporary file (`raw.receive`), never whole into memory.
 """
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, Any
 
 from django.conf import settings
 
 from ..models import Project, Trace
-from . import ingest
+from . import ingest, raw
 
 MAX_VERSION_CHARS = 100  # Trace.agent_version
 
@@ -31,7 +32,7 @@ class UploadRefused(ValueError):
 
 def accept(
     project: Project,
-    data: bytes | IO[bytes],
+    data: bytes | IO[bytes] | Any,
     *,
     name: str,
     format: str = "",
@@ -40,9 +41,10 @@ def accept(
     source: str = Trace.Source.UPLOAD,
     user=None,
 ) -> tuple[Trace, bool]:
-    """Check an upload (bytes, or a binary file read here) and store it as a trace, queued
-    for import; return (trace, created), the same bytes again being the same trace. `size`
-    is the file's size when the caller knows it. Raises UploadRefused."""
+    """Check an upload and store it as a trace, queued for import; return (trace, created),
+    the same bytes again being the same trace. `data` is bytes, or anything with read(n) (a
+    file, an uploaded file, a request body), read here a chunk at a time, never whole.
+    `size` is its size when the caller knows it. Raises UploadRefused."""
     limit = settings.MAX_UPLOAD_BYTES
     if format and format not in ingest.formats():
         known = ", ".join(ingest.formats())
@@ -51,12 +53,23 @@ def accept(
         size = len(data)
     if size is not None and size > limit:
         raise UploadRefused(f"{name}: {size} bytes is over the limit of {limit} bytes", 413)
-    body = data if isinstance(data, bytes) else data.read(limit + 1)
-    if len(body) > limit:  # a stream that did not say its size
+    if isinstance(data, bytes):
+        if not data:
+            raise UploadRefused(f"{name}: empty file; nothing to import")
+        return _store(project, data, name, format, version, source, user)
+    received = raw.receive(data, limit)
+    if received is None:  # a stream that did not say its size
         raise UploadRefused(f"{name} is over the limit of {limit} bytes", 413)
-    if not body:
-        raise UploadRefused(f"{name}: empty file; nothing to import")
+    try:
+        if not received.size:
+            raise UploadRefused(f"{name}: empty file; nothing to import")
+        return _store(project, received, name, format, version, source, user)
+    finally:
+        received.close()
+
+
+def _store(project, data, name, format, version, source, user) -> tuple[Trace, bool]:  # type: ignore[no-untyped-def]
     return ingest.store_trace(
-        project, body, name=name, format=format, source=source, user=user,
+        project, data, name=name, format=format, source=source, user=user,
         version=version[:MAX_VERSION_CHARS],
     )  # fmt: skip

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HTMX_STOP_POLLING
 
@@ -68,7 +68,6 @@ def trace_status(request: HttpRequest, trace_id: int) -> HttpResponse:
 
 @require_http_methods(["GET"])
 @login_required
-def trace_raw(request: HttpRequest, trace_id: int) -> HttpResponse:
+def trace_raw(request: HttpRequest, trace_id: int) -> HttpResponseBase:
     """Download a trace's bytes as received, if the user is a member of its project."""
-    trace = get_object_or_404(access.traces_for(request.user), pk=trace_id)
-    return downloads.raw_response(trace)
+    return downloads.raw_response(access.get_trace(request.user, trace_id))

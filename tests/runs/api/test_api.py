@@ -60,7 +60,9 @@ def test_raw_download_gives_the_bytes_back(api, project):
     data = gzip.compress(looping_trace())
     trace, _ = ingest.store_trace(project, data, name="x.jsonl.gz")
     response = api.get(f"/api/traces/{trace.pk}/raw")
-    assert response.status_code == 200 and response.content == data
+    assert response.status_code == 200 and response.streaming  # never whole in memory
+    assert b"".join(response.streaming_content) == data
+    assert response["Content-Length"] == str(len(data))
     assert "attachment" in response["Content-Disposition"]
 
 

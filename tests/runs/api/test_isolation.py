@@ -57,7 +57,7 @@ def test_pages_and_downloads_refuse_another_projects_objects(client_in, theirs, 
     assert client_in.post("/projects/secret/settings/keys/", {"name": "x"}).status_code == 404
     mine = process(project, healthy_trace())
     response = client_in.get(f"/traces/{mine.pk}/raw")
-    assert response.status_code == 200 and response.content == healthy_trace()
+    assert response.status_code == 200 and b"".join(response.streaming_content) == healthy_trace()
 
 
 def test_downloads_need_a_login(client, theirs):

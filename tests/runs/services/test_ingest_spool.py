@@ -5,7 +5,7 @@ import pytest
 
 from runs.importers.kit import spool
 from runs.models import Trace
-from runs.services import analysis, ingest, queue, storage
+from runs.services import analysis, ingest, queue, raw, storage
 from tests.importers.test_spool import _native
 
 pytestmark = pytest.mark.django_db
@@ -58,12 +58,16 @@ def test_a_spooled_run_is_stored_and_analyzed_as_the_same_run_held_whole(
     assert findings and summary["verdict"] != "ok"
 
 
-def test_a_trace_is_unpacked_a_chunk_at_a_time(project, monkeypatch):
+def test_a_trace_is_stored_and_unpacked_a_chunk_at_a_time(project, monkeypatch):
     data = _native(500, seed=2)
-    monkeypatch.setattr(ingest, "RAW_CHUNK", 1000)  # many slices of the compressed bytes
-    monkeypatch.setattr(ingest, "RAW_IN_MEMORY", 4096)  # and a file, not memory
+    monkeypatch.setattr(raw, "WRITE_CHUNK", 999)  # many statements append to Trace.raw
+    monkeypatch.setattr(raw, "RAW_CHUNK", 1000)  # many slices of the compressed bytes
+    monkeypatch.setattr(raw, "RAW_IN_MEMORY", 4096)  # and a file, not memory
     monkeypatch.setattr(queue, "queue_analysis", lambda ids, bulk=False: None)
     trace, _ = ingest.store_trace(project, data, name="t.jsonl")
+    trace = Trace.objects.get(pk=trace.pk)
     assert trace.raw_encoding == "zstd" and len(trace.raw) > 3 * 1000
-    with ingest.open_raw(Trace.objects.defer("raw").get(pk=trace.pk)) as raw:
-        assert raw.read() == data
+    assert trace.raw_bytes() == data  # the appended slices make the one zstd frame
+    with raw.open_raw(Trace.objects.defer("raw").get(pk=trace.pk)) as received:
+        assert received.read() == data
+    assert b"".join(raw.chunks(trace)) == data
