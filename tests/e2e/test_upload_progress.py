@@ -1,7 +1,7 @@
 """In a real browser, what issue 27's new user met on the upload page and the run tabs: a
 progress bar that finishes (and is not brought back by the trace rows' polling), runs named
-after the uploaded file where the trace has no better name, and a Find box whose
-placeholder is not cut off."""
+after the uploaded file where the trace has no better name, a Find box whose placeholder is
+not cut off, and the runs list's bulk label and delete."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from runs.models import Run
+from runs.models import Label, Run
 from tests.e2e.test_browser import process_inline, staff_login, stuck_trace  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -106,3 +106,31 @@ def test_the_find_box_shows_its_whole_placeholder(
             }"""
         )
         assert text + 20 <= room, (width, text, room)  # 20 px: the search field's clear button
+
+
+def test_label_and_delete_runs_picked_on_the_list(
+    live_server,
+    page,
+    staff_login,  # noqa: F811
+    process_inline,  # noqa: F811
+):
+    """The bulk actions other than compare (tests/e2e/test_browser.py), in the browser: label
+    the findings of two ticked runs, then delete one of them."""
+    first = process_inline(staff_login, stuck_trace())
+    second = process_inline(staff_login, stuck_trace().replace(b"PostgreSQL 18", b"PostgreSQL 17"))
+    page.goto(live_server.url + "/")
+    action = page.locator("#bulk-form select[name=action]")
+    for run in (first, second):
+        page.locator(f"input[name=run][value='{run.pk}']").check()
+    action.select_option("label-real")
+    page.get_by_role("button", name="Apply to selected").click()
+    expect(page.locator(".notice--success")).to_contain_text("labeled “real loop”")
+    labels = Label.objects.filter(verdict=Label.Verdict.REAL, user__username="erin")
+    assert set(labels.values_list("run_id", flat=True)) == {first.pk, second.pk}
+
+    page.locator(f"input[name=run][value='{second.pk}']").check()
+    action.select_option("delete")
+    page.get_by_role("button", name="Apply to selected").click()
+    expect(page.locator(".notice--success")).to_have_text("1 run deleted.")
+    expect(page.locator("input[name=run]")).to_have_count(1)
+    assert list(Run.objects.values_list("pk", flat=True)) == [first.pk]
