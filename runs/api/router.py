@@ -18,8 +18,17 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.security import HttpBearer
 
 from ..models import Run, Trace
-from ..services import access, analysis, downloads, filters, ingest, live, summary, uploads
-from ..services import policy as policy_service
+from ..services import (
+    access,
+    analysis,
+    downloads,
+    filters,
+    ingest,
+    live,
+    policy,
+    summary,
+    uploads,
+)
 from . import auth
 from .schemas import (
     AnalyzeQueued,
@@ -285,7 +294,7 @@ def analyze_run(request: HttpRequest, run_id: int = RUN_ID):
 @router.get("/policy", response={200: PolicyOut, **ERRORS}, tags=["policy"])
 def get_policy(request: HttpRequest):
     """The project's detection policy: `{"defaults": {...}, "tools": {...}}`."""
-    return policy_service.current(_project(request))
+    return policy.current(_project(request))
 
 
 @router.put("/policy", response={200: PolicyOut, **BODY_ERRORS, **ERRORS}, tags=["policy"])
@@ -295,12 +304,10 @@ def put_policy(request: HttpRequest, payload: PolicyIn):
     request.auth.require(access.CHANGE_POLICY)
     project = _project(request)
     try:
-        change = policy_service.save_policy(
-            project, policy_service.validate(payload.model_dump()), None
-        )
+        change = policy.save_policy(project, policy.validate(payload.model_dump()), None)
     except ValueError as exc:
         raise HttpError(422, str(exc)) from None
-    return {**policy_service.current(project), "reanalyzed": change.reanalyzed}
+    return {**policy.current(project), "reanalyzed": change.reanalyzed}
 
 
 @router.post(
@@ -316,7 +323,7 @@ def check(request: HttpRequest, payload: CheckIn):
     steps = [live.step_from_call(i, call.model_dump()) for i, call in enumerate(payload.calls)]
     try:
         result = live.check_next_call(project, payload.tool, payload.args, run=run, steps=steps)
-    except policy_service.PolicyInvalid as exc:
+    except policy.PolicyInvalid as exc:
         raise HttpError(409, str(exc)) from None
     return {
         "verdict": result.verdict,
@@ -389,7 +396,7 @@ def append_live_steps(
     calls = [step.model_dump() for step in payload.steps]
     try:
         appended = live.append_steps(_project(request), external_id, calls)
-    except policy_service.PolicyInvalid as exc:
+    except policy.PolicyInvalid as exc:
         raise HttpError(409, str(exc)) from None
     except live.UnusableSessionId as exc:
         raise HttpError(400, str(exc)) from None
@@ -424,7 +431,7 @@ def check_live_call(
         result = live.check_live(
             _project(request), external_id, payload.tool, payload.args, keep=keep
         )
-    except policy_service.PolicyInvalid as exc:
+    except policy.PolicyInvalid as exc:
         raise HttpError(409, str(exc)) from None
     _server_timing(response, started)
     return {

@@ -20,7 +20,7 @@ from ..importers import TraceError
 from ..importers.kit.spool import StepSpool
 from ..models import Project, Run, Step, Trace, Verdict
 from . import analysis, deletion, queue, raw, storage
-from . import policy as policy_service
+from .policy import engine_policy_or_default
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def _start_attempt(trace_id: int, *, count: bool = True) -> bool:
 def _store_parsed(trace: Trace, project: Project) -> None:
     """Replace the trace's runs with the ones parsed from its bytes (in the caller's
     transaction) and move it on to analysis."""
-    engine_policy, policy_warning = policy_service.engine_policy_or_default(project)
+    engine_policy, policy_warning = engine_policy_or_default(project)
     deletion.delete_runs(trace.runs.all())  # leftovers of an attempt that died go
     run_ids, skipped, warnings, format_ = [], 0, [], trace.declared_format
     with raw.open_raw(trace) as received:
