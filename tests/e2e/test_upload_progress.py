@@ -134,3 +134,18 @@ def test_label_and_delete_runs_picked_on_the_list(
     expect(page.locator(".notice--success")).to_have_text("1 run deleted.")
     expect(page.locator("input[name=run]")).to_have_count(1)
     assert list(Run.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+def test_the_top_bar_and_the_run_tabs_fit_a_phone(
+    live_server,
+    page,
+    staff_login,  # noqa: F811
+    process_inline,  # noqa: F811
+):
+    """At 390 px the top bar and the run tabs (with the Find box) wrap: the run page is no
+    wider than the screen (it was 793 px wide)."""
+    run = process_inline(staff_login, stuck_trace())
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + run.get_absolute_url())
+    expect(page.get_by_role("searchbox", name="Find in this run")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
