@@ -44,8 +44,11 @@ def browser():
         if os.environ.get("LOOPBOARD_REQUIRE_E2E") == "1":
             pytest.fail("Chromium is missing at /usr/bin/chromium and LOOPBOARD_REQUIRE_E2E=1")
         pytest.skip("Chromium is not installed (/usr/bin/chromium): apt-get install chromium")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # A page's assertions wait as long as its actions: on a loaded 2-core CI machine a page
+    # can take over expect's default 5 s to render (seen: an issue page after a click).
+    expect.set_options(timeout=15_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield browser
