@@ -25,7 +25,8 @@ class Group:
     """The calls with one signature since counting (re)started."""
 
     __slots__ = (
-        "calls", "changes", "count", "epoch", "fault", "first_seq", "last_new", "results", "seqs",
+        "calls", "changes", "count", "epoch", "fault", "first_known", "first_seq", "last_new",
+        "results", "seqs",
     )  # fmt: skip
 
     def __init__(self, seq: int, epoch: int, result: str) -> None:
@@ -38,12 +39,14 @@ class Group:
         self.last_new = True
         self.fault = ""  # failures: the last error's fingerprint
         self.changes = 0  # failures: changes (epochs) they stayed the same across
+        self.first_known = result[:1] != "?"  # the first call's result is in the trace
 
     def copy(self) -> Group:
         twin = Group(self.first_seq, self.epoch, "")
         twin.results = dict(self.results)
         twin.calls, twin.count, twin.seqs = self.calls, self.count, list(self.seqs)
         twin.last_new, twin.fault, twin.changes = self.last_new, self.fault, self.changes
+        twin.first_known = self.first_known
         return twin
 
 
@@ -194,6 +197,10 @@ class Repeat:
                 )  # fmt: skip
             return
         group.last_new = False
+        if group.count == 1 and not group.first_known:
+            # The first call's result is not in the trace (unknown: never the same result),
+            # so the loop of this result starts at the first call that returned it.
+            group.first_seq, group.seqs, group.first_known = first, [first], True
         group.count += 1
         if first != group.first_seq and first not in group.seqs:
             add_seq(group.seqs, first)

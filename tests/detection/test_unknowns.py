@@ -82,6 +82,24 @@ def test_a_call_with_unknown_arguments_breaks_the_cycle_it_was_in():
     assert (finding.detector, finding.seqs) == ("repeat", (1, 3, 5))
 
 
+def test_a_repeat_starts_at_the_first_call_that_returned_its_result_not_an_unknown_one():
+    """The first call's result is not in the trace; the three after it return one result:
+    a loop of three from the second call (found over the samples by
+    tests/importers/test_sample_properties.py: it used to start at the unknown)."""
+    for spec, seqs in (
+        ([None, "same", "same", "same"], (1, 2, 3)),
+        ([None, "same", None, "same", None, "same"], (1, 3, 5)),
+    ):
+        steps = [
+            Step(seq, "tool_call", tool="read_file", args={"path": "a.py"}, result=text)
+            for seq, text in enumerate(spec)
+        ]
+        loops = [f for f in analyze(steps).findings if f.severity in ("warn", "stop")]
+        assert [(f.detector, f.count, f.seqs, f.started_at) for f in loops] == [
+            ("repeat", 3, seqs, seqs[0])
+        ]
+
+
 def test_ten_distinct_calls_recorded_with_names_only_are_at_most_a_streak():
     """Google ADK's default spans: the tool name, no arguments, no result."""
     steps = [Step(seq, "tool_call", tool="read_file") for seq in range(10)]

@@ -8,9 +8,10 @@ shapes no sample has; these cover what the importers really make of each format)
 
 Part 3's invariant over the same files is tests/importers/test_invariants.py.
 
-Known gap (strict xfail below): a repeat's count starts at the first call with its
-signature, whatever that call's result was, so a first call whose result is unknown is the
-first of the loop's seqs (and its `started_at`) when the calls after it repeat one result.
+Written with the gap they found (detection/detectors/repeat.py): a repeat's count started at
+the first call with its signature whatever its result, so a first call whose result was
+unknown was the first of the loop's seqs (codex_0_1xx_stuck_poll.jsonl, results blanked;
+tests/detection/test_unknowns.py has the 4-call case).
 """
 
 from __future__ import annotations
@@ -27,9 +28,6 @@ from tests.importers.test_invariants import NOT_TRACES, SAMPLES, name_of
 
 RANK = {"ok": 0, "info": 1, "warn": 2, "stop": 3}
 TRACES = [path for path in SAMPLES if name_of(path) not in NOT_TRACES]
-FIRST_CALL_GAP = "a repeat's first call may be one whose result is unknown (see the module)"
-# (sample, what is blanked) that meet that gap: write_stdin polls, every other one unknown
-GAPS = {("importers/codex_0_1xx_stuck_poll.jsonl", "result")}
 
 
 def _shape(findings, origin=None):
@@ -72,21 +70,8 @@ def test_wrapping_any_sample_s_steps_in_spans_never_changes_a_finding(path):
         assert _shape(wrapped.findings, origin) == _shape(plain.findings), (name_of(path), run.id)
 
 
-BLANKINGS = [
-    pytest.param(
-        path,
-        what,
-        id=f"{name_of(path)}-{what}",
-        marks=[pytest.mark.xfail(strict=True, reason=FIRST_CALL_GAP)]
-        if (name_of(path), what) in GAPS
-        else [],
-    )
-    for path in TRACES
-    for what in ("args", "result", "both")
-]
-
-
-@pytest.mark.parametrize(("path", "what"), BLANKINGS)
+@pytest.mark.parametrize("what", ["args", "result", "both"])
+@pytest.mark.parametrize("path", TRACES, ids=name_of)
 def test_a_blanked_call_of_any_sample_is_never_part_of_a_loop(path, what):
     for run in iter_runs(path):
         run.steps = list(run.steps)
@@ -105,14 +90,3 @@ def test_a_blanked_call_of_any_sample_is_never_part_of_a_loop(path, what):
             assert not unknown & set(finding.seqs), (name_of(path), run.id, finding)
             if finding.detector in ("repeat", "oscillation"):
                 assert not unknown_args & set(finding.seqs), (name_of(path), run.id, finding)
-
-
-@pytest.mark.xfail(strict=True, reason=FIRST_CALL_GAP)
-def test_a_repeat_never_starts_at_a_call_whose_result_is_unknown():
-    steps = [
-        Step(seq, "tool_call", tool="read_file", args={"path": "a.py"}, result="same")
-        for seq in range(4)
-    ]
-    steps[0].result = None
-    for finding in analyze(steps).findings:
-        assert 0 not in finding.seqs, finding
