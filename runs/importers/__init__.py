@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import IO, Protocol
 
@@ -289,6 +290,27 @@ def choose_format(
     return detect_format(head, source=source), stream
 
 
+# A run its trace names only by an opaque id, a session UUID (Codex, Gemini CLI, a Claude Code
+# session with no title or slug), is listed under the name of the file it came in, with the
+# id's first eight characters to tell a file's runs apart ("fix-auth.jsonl · 019c2b10"; just
+# the file's name when that already holds them). Its id stays what it was. OTLP runs are
+# named by the OTLP importer (agent or root span and a short trace id), and a file sent with
+# no name ("upload") names nothing.
+OPAQUE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+NAMELESS_FILES = frozenset({"", "upload", "-"})
+
+
+def file_named(run: Run, source: str) -> Run:
+    """Name `run` after its file `source` when the trace gives it no better name."""
+    base = os.path.basename(source or "")
+    if run.format == "otlp" or base in NAMELESS_FILES or (run.name and run.name != run.id):
+        return run
+    if OPAQUE_ID.fullmatch(run.id or ""):
+        short = run.id[:8]
+        run.name = base if short.lower() in base.lower() else f"{base} · {short}"
+    return run
+
+
 def iter_runs(
     data: bytes | IO[bytes] | str | os.PathLike,
     *,
@@ -310,6 +332,6 @@ def iter_runs(
         raise TraceError(f"unknown format {format!r}; known: {', '.join(IMPORTERS)}", source=source)
     try:
         for run in IMPORTERS[format].parse(stream, source=source, limits=limits):
-            yield assign_lanes(run)
+            yield assign_lanes(file_named(run, source))
     except (OSError, EOFError) as exc:
         raise TraceError(f"cannot read: {exc}", source=source) from None

@@ -61,24 +61,28 @@ def test_a_run_is_named_after_its_uploaded_file_unless_the_trace_names_it(
     background_worker,
 ):
     """A native trace holds no name: its run takes the file's. A Claude Code session names
-    itself (its slug), whatever the file is called."""
+    itself (its slug), whatever the file is called; a Codex session, known by a UUID only,
+    takes the file's name and the id's first characters."""
     page.goto(live_server.url + "/upload/")
     session = (DEMO / "claude-code-coverage-test-fix.jsonl").read_bytes()
+    codex = (DEMO.parents[1] / "tests" / "data" / "importers" / "codex_rollout.jsonl").read_bytes()
     page.locator("input[name=files]").set_input_files(
         [
             {"name": "nightly-research.jsonl", "mimeType": "application/x-ndjson", "buffer": stuck_trace()},
             {"name": "session-export.jsonl", "mimeType": "application/x-ndjson", "buffer": session},
+            {"name": "fix-auth.jsonl", "mimeType": "application/x-ndjson", "buffer": codex},
         ]
     )  # fmt: skip
     page.get_by_role("button", name="Upload").click()
     results = page.locator("#upload-results")
-    expect(results.locator(".trace__runs a")).to_have_count(2, timeout=30_000)
+    expect(results.locator(".trace__runs a")).to_have_count(3, timeout=30_000)
     expect(results.get_by_role("link", name="nightly-research.jsonl", exact=True)).to_be_visible()
     expect(results.get_by_role("link", name="delegated-marinating-toast")).to_be_visible()
     names = {run.trace.name: run.name for run in Run.objects.select_related("trace")}
     assert names == {
         "nightly-research.jsonl": "nightly-research.jsonl",
         "session-export.jsonl": "delegated-marinating-toast",
+        "fix-auth.jsonl": "fix-auth.jsonl · 0199a1b2",  # a Codex session has only its UUID
     }
     page.goto(live_server.url + "/")
     expect(page.get_by_role("link", name="nightly-research.jsonl", exact=True)).to_be_visible()
