@@ -113,7 +113,6 @@ from .reading import JsonlReader, Limits, clip_strings
 name = "claude-code"
 label = "Claude Code session JSONL"
 
-TREE_TYPES = frozenset(("user", "assistant", "system", "attachment", "progress"))
 # metadata record type -> the payload field it carries (None: no field worth checking)
 METADATA_TYPES: dict[str, str | None] = {
     "summary": "leafUuid",

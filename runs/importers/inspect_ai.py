@@ -70,7 +70,6 @@ ZIP_MAGIC = b"PK\x03\x04"
 ZIP_NAMES = (b"_journal/start.json", b"header.json", b"samples/", b"summaries.json")
 SAMPLE_MEMBER = re.compile(r"^samples/.+\.json$")
 ATTACHMENT = "attachment://"
-SKIPPED = {"state", "store", "sandbox", "logger", "info", "approval", "input", "span_end", "step"}
 HEADER_KEYS = ("version", "status", "eval", "stats", "error", "results")
 
 
