@@ -2,7 +2,8 @@
 
 The runs list's check boxes post here. Each action is allowed or refused per project by
 `services/access.py`, for every selected run: a selection that holds one run the user may
-not act on is refused whole, and nothing is done.
+not act on is refused whole, and nothing is done. Deleting asks first, on a page that lists
+the runs (no script: the page posts the selection again with `confirmed=yes`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -69,6 +70,8 @@ def bulk_runs(request: HttpRequest) -> HttpResponse:
             count = analysis.reanalyze(Run.objects.filter(pk__in=ids), bulk=True)
         messages.success(request, f"{_runs(count)} queued for analysis.")
     elif action == "delete":
+        if request.POST.get("confirmed") != "yes":  # deleting cannot be undone: ask first
+            return _confirm_delete(request, found, back)
         count = deletion.delete_runs(Run.objects.filter(pk__in=ids))
         messages.success(request, f"{_runs(count)} deleted.")
     else:
@@ -86,6 +89,15 @@ def bulk_runs(request: HttpRequest) -> HttpResponse:
         else:
             messages.info(request, "The selected runs have no warn or stop findings to label.")
     return redirect(back)
+
+
+def _confirm_delete(request: HttpRequest, runs: list[Run], back: str) -> HttpResponse:
+    """The page that asks before the selected runs are deleted, listing them; its button
+    posts the same selection again, confirmed."""
+    runs = sorted(runs, key=lambda run: run.pk)
+    context = {"runs": runs, "count": _runs(len(runs)), "back": back,
+               "findings": Finding.objects.filter(run__in=runs).count()}  # fmt: skip
+    return render(request, "runs/bulk_delete.html", context)
 
 
 def _label(user, run_ids: list[int], verdict: str, reason: str, text: str) -> int:  # type: ignore[no-untyped-def]

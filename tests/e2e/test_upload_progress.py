@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from runs.models import Label, Run
+from tests.e2e.accessibility import assert_accessible
 from tests.e2e.test_browser import process_inline, staff_login, stuck_trace  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -135,6 +136,10 @@ def test_label_and_delete_runs_picked_on_the_list(
     page.locator(f"input[name=run][value='{second.pk}']").check()
     action.select_option("delete")
     page.get_by_role("button", name="Apply to selected").click()
+    expect(page.locator("h1")).to_have_text("Delete 1 run?")  # it asks first
+    assert Run.objects.count() == 2
+    assert_accessible(page, "the delete confirmation")
+    page.get_by_role("button", name="Delete 1 run").click()
     expect(page.locator(".notice--success")).to_have_text("1 run deleted.")
     expect(page.locator("input[name=run]")).to_have_count(1)
     assert list(Run.objects.values_list("pk", flat=True)) == [first.pk]

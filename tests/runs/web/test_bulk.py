@@ -82,10 +82,23 @@ def test_a_healthy_selection_has_nothing_to_label(client_in, runs):
     assert notices(response) == ["The selected runs have no warn or stop findings to label."]
 
 
+def test_deleting_asks_first_on_a_page_that_lists_the_runs(client_in, runs):
+    back = reverse("runs:list") + "?verdict=stop"
+    response = post(client_in, "delete", runs[:2], next=back)
+    assert response.status_code == 200 and Run.objects.count() == 3  # nothing deleted yet
+    html = response.content.decode()
+    assert "<h1>Delete 2 runs?</h1>" in html and "cannot be undone" in html
+    assert "stuck-a.jsonl" in html and "stuck-b.jsonl" in html and "fine.jsonl" not in html
+    assert '<input type="hidden" name="confirmed" value="yes">' in html
+    for run in runs[:2]:
+        assert f'<input type="hidden" name="run" value="{run.pk}">' in html
+    assert f'href="{back}"' in html  # Cancel goes back to the filtered list
+
+
 def test_an_owner_deletes_the_selected_runs_and_their_issues_forget_them(client_in, runs):
     issue = LoopIssue.objects.filter(project=runs[0].project).order_by("pk").first()
     assert issue is not None
-    response = post(client_in, "delete", runs[:2])
+    response = post(client_in, "delete", runs[:2], confirmed="yes")
     assert notices(response) == ["2 runs deleted."]
     assert list(Run.objects.values_list("pk", flat=True)) == [runs[2].pk]
     assert not LoopIssue.objects.filter(pk=issue.pk, run_count__gt=0).exists()
