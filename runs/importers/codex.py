@@ -72,6 +72,16 @@ tolerated, skipped and counted in metadata["skipped_records"]. One run per file:
 - Context, not turns (counted in metadata["context_records"]): `compacted`, `world_state`,
   `ghost_snapshot`, and the events `task_started`, `task_complete`, `context_compacted`,
   `exec_command_begin`, approval requests and other `item_completed` items.
+- **Any length**: the steps go into a step spool (kit.spool), so a rollout is read in the
+  memory of the spool's window. A step the reader may still change when it leaves the window
+  is held (`_State.holds`): a call waiting for its output, a command whose exec session still
+  runs, the response's first step. What the reader looks back at is bounded: MAX_OPEN_CALLS
+  calls waiting for output (an output for an older one reads as a call not in the file), the
+  newest MAX_OPEN_CALLS + MAX_ANSWERED calls an event may give a status, MAX_SIGNALS
+  statuses kept for a call id, MAX_SESSIONS running sessions, MAX_COPIES texts per source
+  awaiting their copy. An event that names an answered call more than a window (2,048 to
+  4,096 steps) after it changes nothing; a rollout within these bounds reads as it would
+  held whole.
 """
 
 from __future__ import annotations
@@ -89,6 +99,7 @@ from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import HashSet, StepSpool
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "codex"
@@ -129,6 +140,14 @@ INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<use
 PENDING_REASONING = 50  # reasoning items whose parts may still come back as events
 MAX_LISTED = 100  # session ids / spawned agents kept in metadata
 ORIGINS = ("item", "event", "completed")  # where a copy of a message comes from
+# A rollout of any length is read in bounded memory: its steps are spooled (kit.spool; a
+# step the reader may still change is held: see `_State.holds`), and what the reader looks
+# back at is bounded too.
+MAX_OPEN_CALLS = 8192  # calls waiting for their output (the oldest is given up)
+MAX_ANSWERED = 4096  # calls an event may still give a status to, beyond the open ones
+MAX_SIGNALS = 8192  # explicit statuses from events kept for their call id (the newest)
+MAX_SESSIONS = 1024  # running exec sessions waiting for their exit code (the newest)
+MAX_COPIES = 4096  # texts per source waiting for their copy from another (the newest)
 
 # The unified-exec framing: header lines, then "Output:" and the text.
 _FRAME = re.compile(
@@ -212,11 +231,14 @@ class _State:
     run: Run
     line: int | None = None  # the line being read
     calls: dict[str, Step] = field(default_factory=dict)  # call id -> call awaiting output
-    by_call: dict[str, Step] = field(default_factory=dict)  # call id -> latest call with it
+    # call id -> latest call with it (the newest MAX_OPEN_CALLS + MAX_ANSWERED)
+    by_call: dict[str, Step] = field(default_factory=dict)
+    known: HashSet = field(default_factory=HashSet)  # every call id read
     explicit: dict[str, bool] = field(default_factory=dict)  # call id -> error, from events
     soft: set[str] = field(default_factory=set)  # call ids whose signal is item_completed's
     # running exec session -> its exec_command call (and that call's id)
     sessions: dict[str, tuple[Step, str]] = field(default_factory=dict)
+    running: Counter = field(default_factory=Counter)  # id() of the calls in `sessions`
     poll_session: dict[str, str] = field(default_factory=dict)  # write_stdin call id -> session
     turn_calls: list[Step] = field(default_factory=list)
     expected: dict[tuple[str, str], Counter] = field(default_factory=dict)
@@ -234,14 +256,33 @@ class _State:
     def steps(self) -> list[Step]:
         return self.run.steps
 
+    def holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still change, so the spool holds
+        it: a call waiting for its output (or without a result a turn_aborted may still
+        give), a call whose exec session still runs, the response's first step (its tokens
+        come with the next token_count)."""
+        if step is self.response_first:
+            return True
+        if step.kind != "tool_call":
+            return False
+        return (
+            (step.result is None and step.tool != "web_search")
+            or (step.id is not None and self.calls.get(str(step.id)) is step)
+            or id(step) in self.running
+        )
+
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the one run of a rollout file."""
+    """Yield the one run of a rollout file: its steps are spooled (kit.spool), so a
+    rollout of any length is read in the memory of the spool's window."""
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    state = _State(limits, source, Run(id=_run_id({}, source), format=name))
+    steps = StepSpool()
+    state = _State(limits, source, Run(id=_run_id({}, source), format=name, steps=steps))  # type: ignore[arg-type]
+    steps.hold = state.holds
     for line, record in reader:
         state.line = line
         _record(state, record)
+    steps.hold = None  # read: no step changes any more
     reader.check_not_empty()
     if state.skipped:
         state.meta["skipped_records"] = dict(state.skipped)
@@ -250,7 +291,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     run = state.run
     run.id, run.metadata = _run_id(state.meta, source), state.meta
     run.name = run.id
-    yield finish_run(reader.skips.apply(run))
+    finished = finish_run(reader.skips.apply(run))
+    del state  # what reading needed goes before the run is consumed
+    yield finished
 
 
 def _run_id(meta: dict[str, Any], source: str) -> str:
@@ -358,17 +401,44 @@ def _key(text: str) -> str:
     return " ".join(text.split())
 
 
+def _put(mapping: dict, key: Any, value: Any, bound: int) -> Any:
+    """Set `key` as the newest entry of `mapping`; past `bound` entries the oldest goes:
+    return its key (None when none went)."""
+    mapping.pop(key, None)
+    mapping[key] = value
+    if len(mapping) > bound:
+        oldest = next(iter(mapping))
+        del mapping[oldest]
+        return oldest
+    return None
+
+
+def _remember(counter: Counter, key: str) -> None:
+    """Count one more copy to wait for (the newest MAX_COPIES texts are kept)."""
+    counter[key] += 1
+    if len(counter) > MAX_COPIES:
+        del counter[next(iter(counter))]
+
+
+def _take(counter: Counter, key: str) -> bool:
+    """Take one copy of `key` waited for; False when none is."""
+    if not counter[key]:
+        return False
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
+    return True
+
+
 def _paired(state: _State, kind: str, text: str, origin: str) -> bool:
     """Return True when this text is a copy of a message already stepped from another of
     the three sources (response item, event, item_completed)."""
     key = _key(text)
-    waiting = state.expected.setdefault((kind, origin), Counter())
-    if waiting[key]:
-        waiting[key] -= 1
+    if _take(state.expected.setdefault((kind, origin), Counter()), key):
         return True
     for other in ORIGINS:
         if other != origin:
-            state.expected.setdefault((kind, other), Counter())[key] += 1
+            _remember(state.expected.setdefault((kind, other), Counter()), key)
     return False
 
 
@@ -392,15 +462,9 @@ def _reasoning_item(state: _State, summary: Any, when: float | None) -> None:
         return
     events = state.unpaired.setdefault(("reasoning", "event"), Counter())
     whole = _key("\n".join(parts))
-    if len(parts) > 1 and events[whole]:  # one event held all the parts
-        events[whole] -= 1
+    if len(parts) > 1 and _take(events, whole):  # one event held all the parts
         return
-    fresh = []
-    for part in parts:
-        if events[_key(part)]:
-            events[_key(part)] -= 1
-        else:
-            fresh.append(part)
+    fresh = [part for part in parts if not _take(events, _key(part))]
     if not fresh:
         return
     state.reasoning_items.append([_key(part) for part in fresh])
@@ -424,7 +488,7 @@ def _reasoning_event(state: _State, text: str, when: float | None) -> None:
         if not waiting:
             del state.reasoning_items[index]
         return
-    state.unpaired.setdefault(("reasoning", "event"), Counter())[key] += 1
+    _remember(state.unpaired.setdefault(("reasoning", "event"), Counter()), key)
     last = state.steps[-1] if state.steps else None
     if last is not None and last is state.event_reasoning and state.in_response:
         last.text = clip_strings(f"{last.text}\n{text}", state.limits.max_value_chars)
@@ -460,9 +524,19 @@ def _new_call(state: _State, call_id: str, tool: str, args: Any, when: float | N
     step = tool_step(tool=tool, args=args, limits=state.limits, id=call_id or None)
     _add(state, step, when, model=True)
     state.turn_calls.append(step)
+    if len(state.turn_calls) >= 2 * MAX_OPEN_CALLS:
+        _prune_turn(state)
     if call_id:
-        state.by_call[call_id] = step
+        _put(state.by_call, call_id, step, MAX_OPEN_CALLS + MAX_ANSWERED)
+        state.known.add(call_id)
     return step
+
+
+def _prune_turn(state: _State) -> None:
+    """Keep of the turn's calls those a turn_aborted may still end: without a result (a
+    call's result, once given, stays while its turn lasts), the newest MAX_OPEN_CALLS."""
+    waiting = [c for c in state.turn_calls if c.result is None and c.tool != "web_search"]
+    state.turn_calls = waiting[-MAX_OPEN_CALLS:]
 
 
 def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
@@ -485,7 +559,9 @@ def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
     if kind == "web_search_call":
         set_result(step, None, error=payload.get("status") == "failed", limits=state.limits)
     elif call_id:
-        state.calls[call_id] = step
+        given_up = _put(state.calls, call_id, step, MAX_OPEN_CALLS)
+        if given_up is not None:  # the oldest call still waiting: no output came for it
+            state.poll_session.pop(given_up, None)
         if step.tool == "write_stdin" and isinstance(args, dict):
             session = args.get("session_id")
             if isinstance(session, str | int) and not isinstance(session, bool):
@@ -521,7 +597,7 @@ def _output(state: _State, payload: dict[str, Any], when: float | None) -> None:
     elif call_id in state.explicit:  # an exec_command_end / patch_apply_end came first
         _set_status(call, state.explicit[call_id])
     if out.running is not None and call.tool != "write_stdin":
-        state.sessions[out.running] = (call, call_id)
+        _open_session(state, out.running, call, call_id)
     session = state.poll_session.pop(call_id, None)
     if session is not None and out.exit_code is not None:
         _session_ended(state, session, out.exit_code != 0, when)
@@ -532,9 +608,28 @@ def _set_status(step: Step, error: bool) -> None:
         step.status = "error" if error else "ok"
 
 
+def _open_session(state: _State, session: str, call: Step, call_id: str) -> None:
+    """Exec session `session` runs the command of `call` (the newest MAX_SESSIONS kept)."""
+    _close_session(state, session)
+    state.sessions[session] = (call, call_id)
+    state.running[id(call)] += 1
+    if len(state.sessions) > MAX_SESSIONS:
+        _close_session(state, next(iter(state.sessions)))
+
+
+def _close_session(state: _State, session: str) -> tuple[Step | None, str]:
+    """Forget exec session `session`; return its call and call id ((None, "") if none)."""
+    call, call_id = state.sessions.pop(session, (None, ""))
+    if call is not None:
+        state.running[id(call)] -= 1
+        if not state.running[id(call)]:
+            del state.running[id(call)]
+    return call, call_id
+
+
 def _session_ended(state: _State, session: str, error: bool, when: float | None) -> None:
     """The command of exec session `session` ended: its exec_command step gets the status."""
-    call, call_id = state.sessions.pop(session, (None, ""))
+    call, call_id = _close_session(state, session)
     if call is None:
         return
     if call_id not in state.explicit or call_id in state.soft:  # exec_command_end wins
@@ -662,7 +757,9 @@ def _signal(state: _State, call_id: str, error: bool, *, soft: bool = False) -> 
         return
     if soft and call_id in state.explicit and call_id not in state.soft:
         return
-    state.explicit[call_id] = error
+    gone = _put(state.explicit, call_id, error, MAX_SIGNALS)
+    if gone is not None:
+        state.soft.discard(gone)
     if soft:
         state.soft.add(call_id)
     else:
@@ -681,8 +778,8 @@ def _exec_end(state: _State, payload: dict[str, Any], when: float | None) -> Non
     call_id = str(payload.get("call_id") or "")
     _signal(state, call_id, error)
     session = payload.get("process_id")
-    if session is not None and str(session) in state.sessions:
-        call, _ = state.sessions.pop(str(session))
+    call = _close_session(state, str(session))[0] if session is not None else None
+    if call is not None:
         _set_status(call, error)
         if when is not None:
             call.ended_at = when
@@ -699,7 +796,7 @@ def _mcp_end(state: _State, payload: dict[str, Any], when: float | None) -> None
     else:
         return
     call_id = str(payload.get("call_id") or "")
-    if call_id and call_id in state.by_call:
+    if call_id and call_id in state.known:
         _signal(state, call_id, error)
         return
     invocation = payload.get("invocation") if isinstance(payload.get("invocation"), dict) else {}
@@ -724,7 +821,7 @@ def _item_completed(state: _State, item: Any, when: float | None) -> None:
             return
     state.context["event:item_completed"] += 1
     call_id = str(item.get("call_id") or item.get("id") or "")
-    if call_id not in state.by_call:
+    if call_id not in state.known:
         return
     code = number(item.get("exit_code", item.get("exitCode")))
     result = item.get("result")

@@ -254,6 +254,152 @@ def test_a_spooled_claude_code_session_reads_as_the_same_session_held_whole(monk
     assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
 
 
+def _codex(calls: int, seed: int) -> bytes:
+    """A long Codex rollout: user turns (item and event), reasoning items with their events,
+    calls answered at once or many lines later, exec_command_end and patch_apply_end before
+    or after the output, MCP calls (one whose call is not in the file), exec sessions that
+    run over many polls, a reused call id, web searches, bad arguments, turns aborted with
+    calls still waiting, token counts."""
+    rnd = random.Random(seed)
+    out: list[dict] = []
+    clock = [0]
+
+    def line(kind: str, payload: dict) -> None:
+        clock[0] += 1
+        minute, second = divmod(clock[0], 60)
+        out.append({"timestamp": f"2026-01-12T{minute // 60 % 24:02d}:{minute % 60:02d}:"
+                    f"{second:02d}.000Z", "type": kind, "payload": payload})  # fmt: skip
+
+    def call(call_id: str, name: str, args: dict) -> None:
+        line("response_item", {"type": "function_call", "name": name,
+                               "arguments": json.dumps(args), "call_id": call_id})  # fmt: skip
+
+    def output(call_id: str, text: str) -> None:
+        line("response_item", {"type": "function_call_output", "call_id": call_id,
+                               "output": text})  # fmt: skip
+
+    def framed(code: int | None, text: str, session: int | None = None) -> str:
+        state = f"Process exited with code {code}" if session is None else (
+            f"Process running with session ID {session}")  # fmt: skip
+        return f"Chunk ID: {rnd.randrange(1 << 20):x}\nWall time: 0.1 seconds\n{state}\nOutput:\n{text}"
+
+    line("session_meta", {"id": "s-long", "cli_version": "0.120.0", "originator": "codex_cli_rs"})
+    line("turn_context", {"model": "gpt-5.2-codex", "effort": "high"})
+    late: list[tuple[int, str, str]] = []  # (when, call id, output): answered later
+    sessions: list[dict] = []  # running exec sessions: their polls to come
+    n = 0
+    while n < calls:
+        n += 1
+        for when, cid, text in [entry for entry in late if entry[0] <= n]:
+            late.remove((when, cid, text))
+            output(cid, text)
+        roll = rnd.random()
+        if roll < 0.03:
+            text = f"next task {n}"
+            line("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": text}]})  # fmt: skip
+            line("event_msg", {"type": "user_message", "message": text})
+            continue
+        if roll < 0.05:
+            call(f"call_ab{n}", "exec_command", {"cmd": "make"})
+            call(f"call_ac{n}", "exec_command", {"cmd": "make check"})
+            line("event_msg", {"type": "turn_aborted", "reason": "interrupted"})
+            continue
+        if rnd.random() < 0.3:
+            thought = f"**thinking {n % 7}**"
+            line("response_item", {"type": "reasoning", "summary": [
+                {"type": "summary_text", "text": thought}]})  # fmt: skip
+            line("event_msg", {"type": "agent_reasoning", "text": thought})
+        cid = f"call_{n}" if rnd.random() > 0.02 else f"call_{n - 1}"
+        if roll < 0.08:  # a command that keeps running: polled over many lines
+            session = 1000 + n
+            call(cid, "exec_command", {"cmd": f"make test {n}"})
+            output(cid, framed(None, "building", session))
+            sessions.append({"id": session, "polls": rnd.randint(3, 8), "call": cid})
+        elif roll < 0.10 and sessions:
+            job = sessions[0]
+            job["polls"] -= 1
+            pid = f"call_w{n}"
+            call(pid, "write_stdin", {"session_id": job["id"], "chars": ""})
+            done = job["polls"] <= 0
+            output(pid, framed(rnd.choice([0, 2]) if done else None, f"tick {n % 3}",
+                               None if done else job["id"]))  # fmt: skip
+            if done:
+                sessions.pop(0)
+        elif roll < 0.13:  # an MCP call, its end event after the output (or its call absent)
+            if rnd.random() < 0.3:
+                cid = f"call_m{n}"
+            else:
+                call(cid, "mcp__docs__search", {"q": n % 4})
+                output(cid, "no index")
+            result = {"Ok": {"content": [{"type": "text", "text": "no index"}],
+                             "isError": rnd.random() < 0.5}}  # fmt: skip
+            line("event_msg", {"type": "mcp_tool_call_end", "call_id": cid, "result": result,
+                               "invocation": {"server": "docs", "tool": "search"}})  # fmt: skip
+        elif roll < 0.15:
+            line("response_item", {"type": "web_search_call", "status": "completed",
+                                   "action": {"type": "search", "query": f"q{n % 3}"}})  # fmt: skip
+        elif roll < 0.17:
+            line("response_item", {"type": "custom_tool_call", "call_id": cid,
+                                   "name": "apply_patch", "input": f"*** Begin Patch {n % 2}"})  # fmt: skip
+            line("event_msg", {"type": "patch_apply_end", "call_id": cid,
+                               "success": rnd.random() < 0.5})  # fmt: skip
+            line("response_item", {"type": "custom_tool_call_output", "call_id": cid,
+                                   "output": "Success. Updated the following files"})  # fmt: skip
+        elif roll < 0.18:
+            line("response_item", {"type": "function_call", "name": "exec_command",
+                                   "arguments": "{not json", "call_id": cid})  # fmt: skip
+            output(cid, "failed to parse function arguments")
+        else:
+            code = 1 if rnd.random() < 0.2 else 0
+            cmd = f"pytest -q tests/{n % 9}"
+            call(cid, "exec_command", {"cmd": cmd})
+            if rnd.random() < 0.1:
+                call(cid, "exec_command", {"cmd": cmd})  # the same call written twice
+            end = {"type": "exec_command_end", "call_id": cid, "exit_code": code}
+            if rnd.random() < 0.05:  # answered many lines later
+                late.append((n + rnd.randint(20, 60), cid, framed(code, f"out {n % 5}")))
+                line("event_msg", end)
+                continue
+            before = rnd.random() < 0.5
+            if before:
+                line("event_msg", end)
+            output(cid, framed(code, f"out {n % 5}"))
+            if not before:
+                line("event_msg", end)
+        if rnd.random() < 0.1:
+            text = f"done {n % 4}"
+            line("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": text}]})  # fmt: skip
+            line("event_msg", {"type": "agent_message", "message": text})
+        usage = {"input_tokens": 100 + n, "output_tokens": n % 50}
+        line("event_msg", {"type": "token_count", "info": {"last_token_usage": usage,
+                                                           "total_token_usage": usage}})  # fmt: skip
+    return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_spooled_codex_rollout_reads_as_the_same_rollout_held_whole(monkeypatch, seed):
+    data = _codex(3000, seed)
+    monkeypatch.setattr(spool, "WINDOW", 100_000)
+    (whole,) = iter_runs(data, source="rollout.jsonl", format="codex")
+    monkeypatch.setattr(spool, "WINDOW", 32)
+    (spooled,) = iter_runs(data, source="rollout.jsonl", format="codex")
+    assert isinstance(whole.steps, list)
+    assert isinstance(spooled.steps, StepSpool) and spooled.steps.spilled > 2000
+    assert list(spooled.steps) == whole.steps
+    assert spooled.metadata == whole.metadata
+    steps = whole.steps
+    assert any("#" in str(step.id) for step in steps)  # a reused id, answered twice
+    assert any(step.text and step.text.startswith("turn aborted") for step in steps)
+    assert any(step.result == "turn aborted: interrupted" for step in steps)
+    polled = [s for s in steps if s.tool == "exec_command" and "Process running" in str(s.result)]
+    assert {s.status for s in polled} == {"ok", "error"}  # a poll's exit code, lines later
+    assert any(step.tool == "docs__search" for step in steps)  # an MCP end without its call
+    assert any(step.tokens_in for step in steps)
+    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
+
+
 def test_scan_reports_a_spooled_run_as_the_same_run_held_whole(monkeypatch, tmp_path, capsys):
     from loopboard.cli import scan
 
