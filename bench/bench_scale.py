@@ -1,7 +1,7 @@
 """Proof at scale: a year of runs (10 million steps) in one database, and what the pages cost.
 
     .venv/bin/python bench/bench_scale.py [--steps 10000000] [--database NAME] [--reuse]
-        [--repeat 9] [--drop]
+        [--repeat 9] [--otlp-spans 5000] [--drop]
 
 Uses its own database (`--database`, default the configured one's name + "_scale"; created
 afresh and migrated with the project's migrations unless `--reuse` finds it filled with the
@@ -35,25 +35,56 @@ Last, the retention purge (`retention.apply`, the beat's body) after the project
 is cut to 350 days for steps and 358 for runs, while a thread polls `/healthz` every 75 ms:
 rows deleted per second, and the worst and median `/healthz` latency during the purge.
 
+OTLP ingest (`--otlp-spans`, 5,000 by default; 0 skips it, and the purge then runs alone): a
+Celery worker (concurrency 2, broker Redis db 10, flushed first) is started on the filled
+database beside the gunicorn, three projects of their own get an ingest API key each, and the
+batches are made and sent as `bench_ingest.py` makes and sends them (its `generate`, 50 spans
+a run in protobuf batches of 500, and `send`, 2 connections to `POST /v1/traces`), timed until
+every run of the project is stored and analyzed (no run `pending`): once untimed, to warm the
+worker and gunicorn up, then with the database idle, just before the purge, and last started
+with the purge (so it overlaps the purge only as long as the purge lasts), each round into its
+own project. Printed: spans/s both ways and `/healthz` (median, max) while each ran; the purge's
+figures then are those of a purge with that ingest beside it (the ingest's rows not counted).
+
 The default is 10 million steps, not 100 million: filled this way, 10.5 million steps took
 6.2 GiB on disk (541 bytes a step with its indexes, gen_traces' mix of small chat steps and
 tool calls), so 100 million would need about 60 GB besides WAL and the index builds' room, on
 a disk shared with other work that had 74-79 GB free, and the fill (about 10,000 steps/s on
 the 2 shared cores) would take about three hours, longer than a session here.
+
+Measured at 2 million steps, not 10.5 million (`--steps 2000000 --drop`, 2026-12-04; load
+average 1.3 at its start, 3.6-4.2 during the fill, the script's own work, and 1.9-3.6 during
+the timings, on the 2 shared cores; engine as plain Python): 1,838,564 steps stored in 27,681
+runs, 6,986 findings, 94 loop issues, 73 labels; 1.1 GiB on disk (steps 0.9 GiB, 542 B a step
+with indexes, 405 B without). Fill 86 s: COPY of 1,818,650 steps 31 s + step indexes 7 s
+(47,379 steps/s), 300 runs (19,914 steps) through the pipeline 37 s, issues 2 s, labels 1 s,
+VACUUM ANALYZE 6 s. Median / p95 over 11 requests, and the median against `/healthz`
+(1.0 / 4.0 ms): runs list first page 42.8 / 60.7 ms (44x), page 553 52.4 / 62.7 ms (54x); the
+biggest flagged run (434 steps) 77.2 / 99.9 ms (80x), the newest (92 steps) 45.1 / 57.0 ms
+(47x); Issues 42.5 / 47.0 ms (44x); the biggest issue (485 runs) 45.8 / 53.6 ms (47x);
+Overview 48.6 / 53.3 ms (50x). Back-test of 7 days: 429 runs in 2.0 s (211 runs/s). OTLP
+ingest of 5,000 spans (100 runs) with the database idle: 2.5 s, 1,991 spans/s, `/healthz`
+4.8 ms median, 22.1 ms max (31 polls). The purge with the ingest beside it (628 runs' steps,
+278 runs): 2.5 s, 16,658 rows/s (38,918 steps, 15,303 steps/s), `/healthz` 9.0 ms median,
+164.3 ms max (26 polls; idle 2.3 ms). The ingest started with it: 3.7 s, 1,344 spans/s,
+`/healthz` 9.3 ms median, 164.3 ms max (38 polls); the purge lasted only the first 2.5 s of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import http.client
 import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -66,6 +97,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_ingest  # noqa: E402
 import gen_traces  # noqa: E402
 
 DAYS = 365
@@ -78,6 +110,10 @@ GROUP_BATCH = 500  # runs per issues.group_runs call
 PURGE_STEP_DAYS, PURGE_RUN_DAYS = 350, 358
 POLL_SECONDS = 0.075
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The OTLP step: its worker's broker (Redis db 10) and bench_ingest.py's server settings.
+OTLP_ENV = {"CELERY_BROKER_URL": "redis://127.0.0.1:6379/10", "LOOPBOARD_API_RATE": "100000",
+            "LOOPBOARD_API_BURST": "100000", "LOOPBOARD_OTLP_ROOT_GRACE": "1",
+            "LOOPBOARD_OTLP_QUIET_SECONDS": "10"}  # fmt: skip
 
 
 def scale_database_url(name: str | None) -> tuple[str, str, str]:
@@ -659,10 +695,11 @@ class Poller(threading.Thread):
 
     def __init__(self, web: Web) -> None:
         super().__init__(daemon=True)
-        self.web, self.times, self.halt = web, [], threading.Event()
+        self.web, self.times, self.at, self.halt = web, [], [], threading.Event()
 
     def run(self) -> None:
         while not self.halt.is_set():
+            self.at.append(time.perf_counter())
             self.times.append(self.web.get("/healthz")[0])
             self.halt.wait(POLL_SECONDS)
 
@@ -671,15 +708,58 @@ class Poller(threading.Thread):
         self.join()
         return self.times
 
+    def between(self, start: float, end: float) -> list[float]:
+        """The latencies of the polls sent from start to end (perf_counter)."""
+        return [t for at, t in zip(self.at, self.times, strict=True) if start <= at <= end]
 
-def counts() -> dict[str, int]:
+
+def start_worker(env: dict[str, str]) -> subprocess.Popen:
+    """A Celery worker on the filled database (as bench_ingest.py starts one), once it answers."""
+    from loopboard.celery import app
+
+    subprocess.run(["redis-cli", "-u", env["CELERY_BROKER_URL"], "flushdb"], check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    worker = subprocess.Popen(
+        [str(Path(sys.executable).parent / "celery"), "-A", "loopboard.celery", "worker",
+         "--loglevel", "WARNING", "--concurrency", "2", "--without-gossip", "--without-mingle"],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL,  # its banner; warnings go to stderr
+    )  # fmt: skip
+    for _ in range(60):
+        if app.control.ping(timeout=1):
+            return worker
+    raise RuntimeError("the Celery worker did not answer")
+
+
+def otlp_ingest(web: Web, key: str, files: list[Path], project, runs: int) -> tuple[float, float]:
+    """POST the batches (bench_ingest.send) and wait until every run of the project is stored
+    and analyzed; return when it started and ended (perf_counter)."""
+    from django.db import connection
+
+    from runs.models import Run
+
+    started = time.perf_counter()
+    bench_ingest.send(f"http://127.0.0.1:{web.port}", {"Authorization": f"Bearer {key}"}, files)
+    mine = Run.objects.filter(project=project)
+    while mine.count() < runs or mine.filter(verdict="pending").exists():
+        if time.perf_counter() - started > 900:
+            raise RuntimeError(f"OTLP ingest into {project.slug}: not analyzed in 900 s")
+        time.sleep(0.2)
+    ended = time.perf_counter()
+    connection.close()  # run in a thread: its own connection
+    return started, ended
+
+
+def counts(skip: tuple[int, ...] = ()) -> dict[str, int]:
+    """Rows per table, but those of the projects `skip` (the OTLP step's own)."""
     from django.db import connection
 
     out = {}
     with connection.cursor() as cursor:
         for table in ("runs_run", "runs_step", "runs_finding", "runs_ledgerrow", "runs_trace",
                       "runs_issuerun", "runs_label"):  # fmt: skip
-            cursor.execute(f"SELECT count(*) FROM {table}")
+            where = ("project_id <> ALL(%s)" if table in ("runs_run", "runs_trace") else
+                     "run_id NOT IN (SELECT id FROM runs_run WHERE project_id = ANY(%s))")  # fmt: skip
+            cursor.execute(f"SELECT count(*) FROM {table} WHERE {where}", [list(skip)])
             out[table] = cursor.fetchone()[0]
     return out
 
@@ -693,6 +773,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=11, help="requests per page")
     parser.add_argument("--reuse", action="store_true", help="keep a database filled alike")
     parser.add_argument("--no-purge", action="store_true", help="skip the retention purge")
+    parser.add_argument("--otlp-spans", type=int, default=5000, help="OTLP ingest (0: none)")
     parser.add_argument("--drop", action="store_true", help="drop the database at the end")
     args = parser.parse_args()
 
@@ -710,6 +791,8 @@ def main() -> None:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
             conn.execute(f'CREATE DATABASE "{name}"')
     os.environ["DATABASE_URL"] = url
+    if args.otlp_spans:
+        os.environ.update(OTLP_ENV)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
     os.environ.setdefault("SECRET_KEY", "bench")
     import django
@@ -722,7 +805,7 @@ def main() -> None:
     from django.utils import timezone
 
     import detection
-    from runs.models import LoopIssue, Project, Run
+    from runs.models import ApiKey, LoopIssue, Project, Run
     from runs.services import backtest, retention
 
     now = timezone.now()
@@ -745,6 +828,7 @@ def main() -> None:
     env = dict(os.environ, DATABASE_URL=url)
     web = Web(env, client.cookies["sessionid"].value)
     results: list[tuple[str, str, str, str]] = []
+    worker, tmp, skip = None, Path(tempfile.mkdtemp(prefix="bench-scale-")), ()
     try:
         rows_per_page = 50
         page = min(1000, max(2, (before["runs_run"] - 1) // rows_per_page))
@@ -788,6 +872,31 @@ def main() -> None:
         results.append((f"back-test, 7 days ({job.total:,} runs, {job.status})",
                         f"{seconds * 1000:,.0f} ms", "", f"{job.total / seconds:,.0f} runs/s"))  # fmt: skip
         print(f"  back-test: {job.total} runs in {seconds:.1f} s", flush=True)
+        if args.otlp_spans:  # OTLP ingest into a project of its own, the database idle
+            otlp_runs = max(1, args.otlp_spans // 50)  # bench_ingest's 24 tool steps: 50 spans
+            spans = bench_ingest.generate(otlp_runs, 24, tmp)["spans"]
+            files = sorted((tmp / "batches").iterdir())
+            otlp = [Project.objects.create(name=f"otlp-{n}", slug=f"otlp-{n}")
+                    for n in ("warm-up", "idle", "purge")]  # fmt: skip
+            keys = [ApiKey.issue(p, "bench_scale", user)[1] for p in otlp]
+            skip = tuple(p.pk for p in otlp)
+            worker = start_worker(env)
+            otlp_ingest(web, keys[0], files, otlp[0], otlp_runs)  # the warm-up, untimed
+            poller = Poller(web)
+            poller.start()
+            start, end = otlp_ingest(web, keys[1], files, otlp[1], otlp_runs)
+            polled = poller.stop()
+
+            def ingest_row(when: str, start: float, end: float, polled: list[float]) -> None:
+                results.append((f"OTLP ingest, {when} ({spans:,} spans)",
+                                f"{(end - start) * 1000:,.0f} ms", "",
+                                f"{spans / (end - start):,.0f} spans/s"))  # fmt: skip
+                results.append((f"  /healthz during it ({len(polled)} polls)",
+                                f"{statistics.median(polled):,.1f} ms",
+                                f"max {max(polled):,.1f} ms", ""))  # fmt: skip
+                print(f"  OTLP ingest, {when}: {spans} spans in {end - start:.1f} s", flush=True)
+
+            ingest_row("database idle", start, end, polled)
         if not args.no_purge:
             Project.objects.update(
                 step_retention_days=PURGE_STEP_DAYS, run_retention_days=PURGE_RUN_DAYS
@@ -799,21 +908,35 @@ def main() -> None:
             poller = Poller(web)
             poller.start()
             t0 = time.perf_counter()
-            done = retention.apply(timezone.now())
-            seconds = time.perf_counter() - t0
-            polled = poller.stop()
-            after = counts()
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                beside = None
+                if args.otlp_spans:  # into its other project, from the purge's start
+                    beside = pool.submit(otlp_ingest, web, keys[2], files, otlp[2], otlp_runs)
+                done = retention.apply(timezone.now())
+                seconds = time.perf_counter() - t0
+                start, end = beside.result() if beside else (0, 0)
+            poller.stop()
+            polled = poller.between(t0, t0 + seconds)
+            after = counts(skip)  # not the OTLP projects' rows
             gone = {table: before[table] - after[table] for table in before}
             rows = sum(gone[t] for t in ("runs_run", "runs_step", "runs_finding", "runs_ledgerrow",
                                          "runs_trace", "runs_issuerun"))  # fmt: skip
-            results.append((f"retention purge ({done['steps']:,} runs' steps, {done['runs']:,} runs)",
+            results.append((f"retention purge ({done['steps']:,} runs' steps, {done['runs']:,} runs)"
+                            + (", OTLP ingest beside" if beside else ""),
                             f"{seconds * 1000:,.0f} ms", "", f"{rows / seconds:,.0f} rows/s"))  # fmt: skip
             results.append(("  of which steps", f"{gone['runs_step']:,}", "",
                             f"{gone['runs_step'] / seconds:,.0f} steps/s"))  # fmt: skip
             results.append((f"/healthz during the purge ({len(polled)} polls)",
                             f"{statistics.median(polled):,.1f} ms", f"max {max(polled):,.1f} ms",
                             f"idle {statistics.median(idle_times):,.1f} ms"))  # fmt: skip
+            if beside:
+                ingest_row(f"started with the purge, done at {end - t0:.1f} s", start, end,
+                           poller.between(start, end))  # fmt: skip
     finally:
+        if worker:
+            worker.terminate()
+            worker.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
         web.close()
     print()
     if made:
