@@ -42,8 +42,12 @@ text-only error rules (text_errors.COMMON, ~1.8 ms per 1.6 KB result), not the p
 One session of any length (issue 28 part 4). `native-session` is one native run of ~3.7 KB
 steps, with a user turn every 200 steps and a failing call repeated five times every 1,000.
 `claude-code` is one Claude Code session of 705,800 calls in a single turn, each call
-different; `claude-code-turns` is the same with a user prompt every 200 calls. `--through` measures each file three ways, each in a process of its own. `parse`
-is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
+different; `claude-code-turns` is the same with a user prompt every 200 calls.
+`codex-session` is one Codex rollout (0.1xx unified exec) of distinct `exec_command` calls,
+each a reasoning item and its event, the call, an `exec_command_end` repeating the output,
+the framed output and a token_count, with a user turn every 200 calls and the same failing
+`pytest` call five times every 1,000. `--through` measures each file three ways, each in a
+process of its own. `parse` is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
 the configured database (DATABASE_URL; not measured), then runs what the worker does with
 it, the import and then the analysis, in one process with Django; its project is deleted
 afterwards. `--dir DIR` keeps the generated files for the next run.
@@ -53,8 +57,8 @@ afterwards. `--dir DIR` keeps the generated files for the next run.
 
 Measured 2026-12-03 on the 2-core machine with a CI run beside it (load average ~5), plain
 Python engine. Before is commit 040cdc5, where every run was held whole. After is the step
-spool (runs/importers/kit/spool.py), which bounds native JSONL and Claude Code sessions.
-Every other format still holds its run whole.
+spool (runs/importers/kit/spool.py), which bounds native JSONL and Claude Code sessions
+(and, since 68bdbcd, Codex rollouts). Every other format still holds its run whole.
 
     format          through      MB    steps   s before  s after   peak RSS MB before  after
     native-session  parse    1073.7   289254      10.3     11.6                 1195     68
@@ -66,6 +70,13 @@ Every other format still holds its run whole.
     claude-code-turns parse  1073.8   708767         -    117.0                    -    102
     claude-code-turns scan   1073.8   708767     231.5    147.9                 1638    103
     claude-code-turns worker 1073.8   708767         -    275.5                    -    180
+    codex-session   parse    1073.7   386139      29.4     28.8                  671     85
+    codex-session   scan     1073.7   386139      54.5     36.1                  671     87
+    codex-session   worker   1073.7   386139      55.3     61.3                 1384    161
+
+The codex-session rows were measured 2026-12-04 at load average 1.3 to 3.2: before is
+commit ec84fff (the rollout held whole), after is 68bdbcd (its steps spooled). The 192,588
+calls make 386,139 steps (each call and its reasoning, and the user turns).
 
 The Claude Code scan and worker figures stay over 300 MB because of the engine, not the
 steps. It keeps about 425 bytes for each distinct call within a turn (tracemalloc: 299 MB
@@ -550,6 +561,67 @@ def codex_lines(run: int) -> Iterator[dict]:
             "type": "function_call_output", "call_id": f"{run}-{call_id}", "output": output}}  # fmt: skip
 
 
+CODEX_OUTPUT = (RESULT + "\n") * 6  # ~1.6 KB of command output, twice in a call's lines
+
+
+def _codex(kind: str, payload: dict, second: int) -> bytes:
+    when = f"2026-01-12T{second // 3600 % 24:02d}:{second // 60 % 60:02d}:{second % 60:02d}.000Z"
+    line = {"timestamp": when, "type": kind, "payload": payload}
+    return json.dumps(line).encode() + b"\n"
+
+
+def write_codex_session(out: IO[bytes], target: int) -> None:
+    """One Codex rollout (0.1xx unified exec) of distinct `exec_command` calls, shaped as the
+    sample rollouts are: each call a reasoning item with its agent_reasoning event, the
+    function_call, its exec_command_end event (the output again, as aggregated_output), the
+    framed function_call_output and a token_count; a user turn (item and event) every 200
+    calls, and every 1,000 calls the same failing `pytest` call five times over."""
+    meta = {"id": "019b8a6e-5c1f-7d20-9a3b-4c5d6e7f8091", "cwd": "/repo",
+            "originator": "codex_cli_rs", "cli_version": "0.120.0", "source": "cli",
+            "model_provider": "openai"}  # fmt: skip
+    out.write(_codex("session_meta", meta, 0))
+    out.write(_codex("turn_context", {"cwd": "/repo", "approval_policy": "on-request",
+                                      "model": "gpt-5.2-codex", "effort": "high"}, 0))  # fmt: skip
+    call = 0
+    while out.tell() < target:
+        if call % 200 == 0:
+            text = f"next task {call}"
+            content = [{"type": "input_text", "text": text}]
+            out.write(_codex("response_item", {"type": "message", "role": "user",
+                                               "content": content}, call))  # fmt: skip
+            out.write(_codex("event_msg", {"type": "user_message", "message": text,
+                                           "images": []}, call))  # fmt: skip
+        failing = call % 1000 < 5
+        if failing:
+            cmd, code, text = "pytest -q tests/", 1, "FAILED tests/test_a.py::test_x\n1 failed"
+        else:
+            cmd, code, text = f"cat src/m{call}.py", 0, f"{CODEX_OUTPUT}{call}\n"
+        call_id = f"call_{call:08d}"
+        thought = f"**Reading what step {call} needs**"
+        out.write(_codex("response_item", {"type": "reasoning", "summary": [
+            {"type": "summary_text", "text": thought}], "content": None,
+            "encrypted_content": "gAAAAB"}, call))  # fmt: skip
+        out.write(_codex("event_msg", {"type": "agent_reasoning", "text": thought}, call))
+        arguments = json.dumps({"cmd": cmd, "workdir": "/repo", "yield_time_ms": 10000})
+        out.write(_codex("response_item", {"type": "function_call", "name": "exec_command",
+                                           "arguments": arguments, "call_id": call_id}, call))  # fmt: skip
+        out.write(_codex("event_msg", {"type": "exec_command_end", "call_id": call_id,
+                                       "process_id": str(call), "command": ["/bin/bash", "-lc", cmd],
+                                       "cwd": "/repo", "stdout": "", "stderr": "",
+                                       "aggregated_output": text, "exit_code": code,
+                                       "duration": {"secs": 0, "nanos": 51000000}}, call))  # fmt: skip
+        framed = (f"Chunk ID: {call:06x}\nWall time: 0.0512 seconds\n"
+                  f"Process exited with code {code}\nOriginal token count: 400\nOutput:\n{text}")  # fmt: skip
+        out.write(_codex("response_item", {"type": "function_call_output", "call_id": call_id,
+                                           "output": framed}, call))  # fmt: skip
+        usage = {"input_tokens": 9000, "cached_input_tokens": 8000, "output_tokens": 120,
+                 "reasoning_output_tokens": 60, "total_tokens": 9120}  # fmt: skip
+        out.write(_codex("event_msg", {"type": "token_count", "info": {
+            "total_token_usage": usage, "last_token_usage": usage,
+            "model_context_window": 272000}}, call))  # fmt: skip
+        call += 1
+
+
 def gemini_chat_lines(run: int) -> Iterator[dict]:
     if run == 0:
         yield {
@@ -667,6 +739,7 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "claude-code": ("claude-code", lambda out, n: _jsonl(out, n, claude_code_lines)),
     "claude-code-turns": ("claude-code", lambda out, n: _jsonl(out, n, claude_code_turn_lines)),
     "codex": ("codex", lambda out, n: _jsonl(out, n, codex_lines)),
+    "codex-session": ("codex", write_codex_session),
     "gemini-chat-jsonl": ("gemini-chat", lambda out, n: _jsonl(out, n, gemini_chat_lines)),
     "copilot-cli": ("copilot-cli", lambda out, n: _jsonl(out, n, copilot_lines)),
     "claude-code-hooks": ("claude-code-hooks", lambda out, n: _jsonl(out, n, hook_lines)),
