@@ -4,6 +4,9 @@ import os
 
 from celery import Celery
 
+from loopboard import broker
+
+broker.install()  # the embedded broker's filesystem transport, safe for several processes
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "loopboard.settings")
 
 app = Celery("loopboard")
