@@ -190,6 +190,8 @@ WHITENOISE_USE_FINDERS = True
 
 # Uploads: one trace file may be this large (bytes); bigger requests get a clear 413.
 MAX_UPLOAD_BYTES = env_int("LOOPBOARD_MAX_UPLOAD_BYTES", 100 * 1024 * 1024)
+# A live append or guard check is parsed whole in the web process: a smaller cap.
+LOOPBOARD_MAX_LIVE_BYTES = env_int("LOOPBOARD_MAX_LIVE_BYTES", 16 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_UPLOAD_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = 200

@@ -19,6 +19,9 @@ from . import otlp
 log = logging.getLogger(__name__)
 
 API_PREFIXES = ("/api/", "/v1/")
+# What a guard or a live run sends (a few steps at a time, parsed whole as JSON in the web
+# process) is held to LOOPBOARD_MAX_LIVE_BYTES instead of the upload limit.
+LIVE_PREFIXES = ("/api/live/", "/api/check")
 OUTAGE_RETRY_AFTER = "5"  # seconds; OTLP exporters and push retry a 503 after this
 SPOOL_MEMORY_BYTES = 1024 * 1024  # a chunked body past this goes to a temporary file
 READ_BYTES = 64 * 1024  # read a chunked body this much at a time
@@ -41,9 +44,9 @@ def outage_response(request: HttpRequest) -> HttpResponse:
 
 
 class ApiMiddleware:
-    """For API and OTLP requests: refuse a body over MAX_UPLOAD_BYTES before it is read in full
-    (413 when its declared size is over, or when a chunked body grows past it while it is
-    read), and answer what a view did not handle in the path's terms (`process_exception`).
+    """For API and OTLP requests: refuse a body over its limit (`body_limit`) before it is
+    read in full (413 when its declared size is over, or when a chunked body grows past it
+    while it is read), and answer what a view did not handle in the path's terms (`process_exception`).
 
     A chunked body (no Content-Length: the OpenTelemetry JS exporter always streams) is read
     here into a temporary file, a chunk at a time, and the request then reads it with its
@@ -82,7 +85,7 @@ class ApiMiddleware:
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        if length > settings.MAX_UPLOAD_BYTES:
+        if length > body_limit(request):
             return too_large(request, length)
         return None
 
@@ -103,17 +106,25 @@ def is_chunked(request: HttpRequest) -> bool:
     return chunked and not request.META.get("CONTENT_LENGTH")
 
 
+def body_limit(request: HttpRequest) -> int:
+    """The most bytes a request body on this path may hold: LOOPBOARD_MAX_LIVE_BYTES for the
+    live-run and guard endpoints, MAX_UPLOAD_BYTES for the rest."""
+    if request.path.startswith(LIVE_PREFIXES):
+        return settings.LOOPBOARD_MAX_LIVE_BYTES
+    return settings.MAX_UPLOAD_BYTES
+
+
 def too_large(request: HttpRequest, length: int | None = None) -> HttpResponse:
-    """413: the body is (or grew) over MAX_UPLOAD_BYTES."""
-    limit = settings.MAX_UPLOAD_BYTES
+    """413: the body is (or grew) over its limit."""
+    limit = body_limit(request)
     size = f"of {length} bytes " if length is not None else ""
     return error_response(request, f"request body {size}is over the limit of {limit} bytes", 413)
 
 
 def spool_body(request: HttpRequest) -> IO[bytes] | None:
     """Read a chunked body into a temporary file and make it the request's body (its size as
-    Content-Length); None, with nothing more read, once it grows past MAX_UPLOAD_BYTES."""
-    limit = settings.MAX_UPLOAD_BYTES
+    Content-Length); None, with nothing more read, once it grows past its limit."""
+    limit = body_limit(request)
     source = request.META["wsgi.input"]
     spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY_BYTES)  # noqa: SIM115
     size = 0

@@ -54,7 +54,6 @@ from ..importers.otlp import (
     spans_from_request,
 )
 from ..importers.otlp.spans import SESSION_PREFIX
-from ..importers.reading import Limits
 from ..models import OtlpSpanGroup, Project, Run, Trace, Verdict, pack_raw, unpack_raw
 from . import deletion, ingest, queue, storage
 from .policy import engine_policy_or_default
@@ -501,7 +500,8 @@ def _items_by_key(request: StoredRequest, wanted: set[str]) -> dict[str, list[It
 def _run_of(trace_id: str, items: list[Item], rows: list[GroupRow]) -> detection.Run | None:
     """Return the run of one run buffer key (an OTLP trace id or a session's key) from its
     spans and log records (None if it cannot be built)."""
-    collector = Collector(source=f"otlp:{trace_id}", limits=Limits())
+    # The deployment's import limits (LOOPBOARD_MAX_HELD_STEPS among them), as a file has.
+    collector = Collector(source=f"otlp:{trace_id}", limits=ingest.import_limits())
     try:
         for item in items:
             if isinstance(item, LogEvent):

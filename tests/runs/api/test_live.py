@@ -149,3 +149,20 @@ def test_openapi_lists_the_live_endpoints(client):
     assert "get" in paths["/api/live/runs/{external_id}"]
     for action in ("steps", "check", "end"):
         assert "post" in paths[f"/api/live/runs/{{external_id}}/{action}"]
+
+
+def test_a_live_body_over_its_own_limit_is_refused_before_it_is_parsed(api, settings):
+    """Issue 25: a 100 MB append was parsed whole and got a web worker killed. Live appends
+    and checks are held to LOOPBOARD_MAX_LIVE_BYTES (16 MiB), far below the upload limit."""
+    settings.LOOPBOARD_MAX_LIVE_BYTES = 2000
+    big = {"steps": [{**SEARCH, "id": "c1", "result": "x" * 3000}]}
+    answer = post(api, "/s-big/steps", big)
+    assert answer.status_code == 413
+    detail = answer.json()["detail"]
+    assert detail.startswith("request body of 30") and detail.endswith("the limit of 2000 bytes")
+    assert api.get("/api/live/runs/s-big").status_code == 404  # nothing was opened
+    check = api.post(
+        "/api/check", {"tool": "t", "args": {"q": "y" * 3000}}, content_type="application/json"
+    )
+    assert check.status_code == 413
+    assert post(api, "/s-big/steps", {"steps": [{**SEARCH, "id": "c1"}]}).status_code == 200

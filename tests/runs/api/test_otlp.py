@@ -411,3 +411,22 @@ def test_an_unexpected_error_is_still_a_status(client, key, monkeypatch):
     monkeypatch.setattr(receiver, "store_request", broken)  # a fault, injected
     response = post(client, key, to_proto(request(root_span(TRACE_A))))
     assert response.status_code == 500 and response.content.startswith(b"\x08\x0d")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_assembles_spans_within_the_deployments_held_steps_limit(
+    client, key, project, settings
+):
+    """Issue 25 ("held OTLP spans"): the assembly read LOOPBOARD_MAX_HELD_STEPS nowhere and
+    held up to the built-in million; it now fails a trace past the setting, saying why."""
+    settings.LOOPBOARD_MAX_HELD_STEPS = 4
+    spans = [root_span(TRACE_A), *(tool_span(TRACE_A, n) for n in range(6))]
+    assert post(client, key, to_proto(request(*spans))).status_code == 200
+    assert not Run.objects.filter(project=project).exists()
+    stored = Trace.objects.get(project=project, source="otlp")
+    assert stored.status == "failed"
+    assert f"trace {TRACE_A}: " in stored.error and "more than 4 steps" in stored.error
+    settings.LOOPBOARD_MAX_HELD_STEPS = 100
+    spans = [root_span(TRACE_B), *(tool_span(TRACE_B, n) for n in range(6))]
+    assert post(client, key, to_proto(request(*spans))).status_code == 200
+    assert Run.objects.get(project=project).external_id == TRACE_B

@@ -83,13 +83,13 @@ def multipart(data: bytes, name: str) -> tuple[list[bytes], int]:
 
 
 @pytest.fixture(scope="module")
-def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[tuple[int, int]]:
-    """A one-worker gunicorn on the test database; yields (port, its worker's pid)."""
+def server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[tuple[int, int, Path]]:
+    """A one-worker gunicorn on the test database; yields (port, its worker's pid, its log)."""
     log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     with django_db_blocker.unblock():
         env = worker_env(LOOPBOARD_MAX_UPLOAD_BYTES=str(BODY + MB))
     with gunicorn(log_path, env) as port:
-        yield port, worker_pid(port)
+        yield port, worker_pid(port), log_path
 
 
 def stored_digest(trace: Trace) -> str:
@@ -101,7 +101,7 @@ def stored_digest(trace: Trace) -> str:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_big_upload_is_streamed_through_the_web_worker(server, key, project):
-    port, pid = server
+    port, pid, _ = server
     small = native_jsonl(10_000)  # the worker's code and connections, before the big ones
     status, answer = post(port, "/api/traces?name=warm.jsonl", small, len(small), key)
     assert status == 202, answer
@@ -139,3 +139,31 @@ def test_a_big_upload_is_streamed_through_the_web_worker(server, key, project):
     connection.close()
     assert response.status == 200 and digest.hexdigest() == hashlib.sha256(noise).hexdigest()
     assert peak_rss(pid) - before < GROWTH, "a download is streamed too"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_download_that_fails_partway_ends_short_and_is_logged(server, key, project):
+    """Issue 25 part 4: a streamed answer that fails partway ends in a way clients detect.
+    The stored bytes are damaged past their first megabytes, so unpacking fails mid-stream."""
+    port, _, log_path = server
+    data = native_jsonl(3 * MB)
+    status, answer = post(port, "/api/traces?name=damaged.jsonl", data, len(data), key)
+    assert status == 202, answer
+    trace = Trace.objects.get(pk=json.loads(answer)["trace_id"])
+    packed = bytearray(trace.raw)
+    at = len(packed) * 4 // 5
+    packed[at : at + 64] = os.urandom(64)
+    Trace.objects.filter(pk=trace.pk).update(raw=bytes(packed))
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request(
+        "GET", f"/api/traces/{trace.pk}/raw", headers={"Authorization": f"Bearer {key}"}
+    )
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("Content-Length") == str(len(data))
+    with pytest.raises(http.client.IncompleteRead) as short:
+        response.read()
+    connection.close()
+    assert 0 < len(short.value.partial) < len(data)
+    assert data.startswith(short.value.partial)  # what came was right, and then it stopped
+    assert f"download of trace {trace.pk} failed after" in log_path.read_text()
