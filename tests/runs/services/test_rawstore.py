@@ -139,7 +139,7 @@ def test_an_upload_in_the_store_is_imported_downloaded_and_counted(project, stor
     run = trace.runs.get()
     assert run.verdict == "stop" and run.step_count > 6
     response = downloads.raw_response(trace)
-    assert response.content == looping_trace(6)
+    assert b"".join(response.streaming_content) == looping_trace(6)  # read from the store
     day = usage.measure(project)
     assert day.raw_bytes == trace.raw_external_bytes > 0
 
