@@ -10,6 +10,7 @@ chunk at a time into a temporary file (`raw.receive`), never whole into memory.
 
 from __future__ import annotations
 
+import io
 from typing import IO, Any
 
 from django.conf import settings
@@ -49,27 +50,19 @@ def accept(
     if format and format not in ingest.formats():
         known = ", ".join(ingest.formats())
         raise UploadRefused(f"{name}: unknown format {format!r} (known: {known})")
-    if isinstance(data, bytes):
-        size = len(data)
+    if isinstance(data, bytes):  # read like a file: one path for every caller
+        data, size = io.BytesIO(data), len(data)
     if size is not None and size > limit:
         raise UploadRefused(f"{name}: {size} bytes is over the limit of {limit} bytes", 413)
-    if isinstance(data, bytes):
-        if not data:
-            raise UploadRefused(f"{name}: empty file; nothing to import")
-        return _store(project, data, name, format, version, source, user)
     received = raw.receive(data, limit)
     if received is None:  # a stream that did not say its size
         raise UploadRefused(f"{name} is over the limit of {limit} bytes", 413)
     try:
         if not received.size:
             raise UploadRefused(f"{name}: empty file; nothing to import")
-        return _store(project, received, name, format, version, source, user)
+        return ingest.store_trace(
+            project, received, name=name, format=format, source=source, user=user,
+            version=version[:MAX_VERSION_CHARS],
+        )  # fmt: skip
     finally:
         received.close()
-
-
-def _store(project, data, name, format, version, source, user) -> tuple[Trace, bool]:  # type: ignore[no-untyped-def]
-    return ingest.store_trace(
-        project, data, name=name, format=format, source=source, user=user,
-        version=version[:MAX_VERSION_CHARS],
-    )  # fmt: skip

@@ -51,6 +51,18 @@ def sent(callbacks) -> list[tuple[str, list[int]]]:
     return out
 
 
+def drain(ids: list[int], capture) -> list[int]:
+    """Run the chain of batches as the worker would, each batch's message sending the next;
+    return how many runs each batch analyzed."""
+    sizes = []
+    while ids:
+        with capture() as callbacks:
+            sizes.append(len(analysis.analyze_batch(ids)))
+        following = sent(callbacks)
+        ids = following[0][1] if following else []
+    return sizes
+
+
 @pytest.mark.django_db
 def test_an_upload_of_many_runs_is_one_message_and_a_chain_of_bounded_batches(
     project, monkeypatch, django_capture_on_commit_callbacks
@@ -60,12 +72,7 @@ def test_an_upload_of_many_runs_is_one_message_and_a_chain_of_bounded_batches(
         trace = stored(project, many_runs(25))
     [(name, ids)] = sent(callbacks)  # not 25 tasks: one, carrying every run
     assert name == task_names.ANALYZE_RUNS and len(ids) == 25
-    sizes = []
-    while ids:
-        with django_capture_on_commit_callbacks() as callbacks:
-            sizes.append(len(analysis.analyze_batch(ids)))
-        following = sent(callbacks)
-        ids = following[0][1] if following else []
+    sizes = drain(ids, django_capture_on_commit_callbacks)
     assert sizes == [10, 10, 5]
     trace.refresh_from_db()
     assert trace.status == Trace.Status.ANALYZED

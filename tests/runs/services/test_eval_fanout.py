@@ -14,7 +14,7 @@ import pytest
 from runs import task_names
 from runs.models import Finding, Trace
 from runs.services import analysis, ingest
-from tests.runs.services.test_batched_analysis import sent
+from tests.runs.services.test_batched_analysis import drain, sent
 
 
 def eval_zip(samples: int, calls: int = 6) -> bytes:
@@ -49,12 +49,7 @@ def test_an_eval_of_many_samples_is_one_analysis_message_and_bounded_batches_not
     assert trace.format == "inspect-ai" and trace.runs.count() == 250, trace.error
     [(name, ids)] = sent(callbacks)  # one message carrying all 250 runs, not 250 tasks
     assert name == task_names.ANALYZE_RUNS and len(ids) == 250
-    sizes = []
-    while ids:
-        with django_capture_on_commit_callbacks() as callbacks:
-            sizes.append(len(analysis.analyze_batch(ids)))
-        following = sent(callbacks)
-        ids = following[0][1] if following else []
+    sizes = drain(ids, django_capture_on_commit_callbacks)
     assert sizes == [100, 100, 50]  # each message holds the queue for one batch only
     trace.refresh_from_db()
     assert trace.status == Trace.Status.ANALYZED
