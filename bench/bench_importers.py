@@ -659,6 +659,98 @@ def copilot_lines(run: int) -> Iterator[dict]:
         yield {"type": "tool.execution_complete", "data": done, "id": f"e{key}", "timestamp": "t"}
 
 
+def _copilot(kind: str, data: dict, n: int) -> bytes:
+    when = f"2026-02-01T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000Z"
+    line = {"type": kind, "data": data, "id": f"{n:08x}-0000-4000-8000-000000000000",
+            "timestamp": when, "parentId": f"{n - 1:08x}-0000-4000-8000-000000000000"}  # fmt: skip
+    return json.dumps(line).encode() + b"\n"
+
+
+def write_copilot_session(out: IO[bytes], target: int) -> None:
+    """One Copilot CLI `events.jsonl` session, shaped as the sample's events are: each call an
+    `assistant.turn_start`, an `assistant.message` with its text, reasoning and the request,
+    `tool.execution_start` (the arguments again) and `tool.execution_complete` with ~3.4 KB of
+    output; a user message every 200 calls, and every 1,000 calls the same failing shell call
+    (success true, "exit code 1" in its text) five times over."""
+    start = {"sessionId": "2f1c0a6e-bench", "version": 1, "producer": "copilot-agent",
+             "copilotVersion": "1.0.3", "selectedModel": "claude-sonnet-4.5",
+             "context": {"cwd": "/repo", "gitRoot": "/repo", "repository": "u/app"}}  # fmt: skip
+    out.write(_copilot("session.start", start, 0))
+    call = event = 0
+    while out.tell() < target:
+        event += 5
+        if call % 200 == 0:
+            out.write(_copilot("user.message", {"content": f"next task {call}",
+                                                "turnId": f"t{call}"}, event))  # fmt: skip
+        failing = call % 1000 < 5
+        if failing:
+            tool, args = "bash", {"command": "npm test", "description": "run the tests"}
+            text = "FAILED tests/a.test.js\n<shellId: 0 completed with exit code 1>"
+        else:
+            tool, args = ("view", "grep")[call % 2], {"path": f"/repo/src/m{call}.ts"}
+            text = f"{SESSION_RESULT} {call}"
+        call_id = f"toolu_{call:08d}"
+        out.write(_copilot("assistant.turn_start", {"turnId": f"t{call}"}, event + 1))
+        request = {"toolCallId": call_id, "name": tool, "arguments": args}
+        out.write(_copilot("assistant.message", {"messageId": f"m{call}",
+                           "content": f"Reading what step {call} needs.", "toolRequests": [request],
+                           "reasoningText": "Look before editing.", "outputTokens": 120}, event + 2))  # fmt: skip
+        out.write(_copilot("tool.execution_start", {"toolCallId": call_id, "toolName": tool,
+                                                    "arguments": args}, event + 3))  # fmt: skip
+        out.write(_copilot("tool.execution_complete", {"toolCallId": call_id, "success": True,
+                                                       "result": {"content": text}}, event + 4))  # fmt: skip
+        call += 1
+    totals = {"requests": {"count": call}, "usage": {"outputTokens": 120 * call}}
+    shutdown = {"shutdownType": "routine", "modelMetrics": {"claude-sonnet-4.5": totals}}
+    out.write(_copilot("session.shutdown", shutdown, event + 5))
+
+
+def _pi(kind: str, n: int, **fields: object) -> bytes:
+    when = f"2025-12-10T{n // 3600 % 24:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000Z"
+    line = {"type": kind, "id": f"{n:08x}", "parentId": f"{n - 1:08x}" if n else None}
+    return json.dumps(line | {"timestamp": when} | fields).encode() + b"\n"
+
+
+def write_pi_session(out: IO[bytes], target: int) -> None:
+    """One pi session (v3: entries with id and parentId, one chain), shaped as the sample's
+    entries are: each call an assistant message (a text block and the toolCall, usage with
+    cache reads and its cost) and its toolResult with ~3.4 KB of text; a user message every
+    200 calls, and every 1,000 calls the same failing `npm test` five times over."""
+    out.write(json.dumps({"type": "session", "version": 3, "id": "d703a1a9-bench",
+                          "timestamp": "2025-12-10T00:00:00.000Z", "cwd": "/repo"}).encode()
+              + b"\n")  # fmt: skip
+    out.write(_pi("model_change", 0, provider="anthropic", modelId="claude-sonnet-4-5"))
+    call = 0
+    entry = 1
+    while out.tell() < target:
+        if call % 200 == 0:
+            content = [{"type": "text", "text": f"next task {call}"}]
+            out.write(_pi("message", entry, message={"role": "user", "content": content}))
+            entry += 1
+        if call % 1000 < 5:
+            tool, args = "bash", {"command": "npm test"}
+            text, error = "FAILED tests/a.test.js\n\nCommand exited with code 1", True
+        else:
+            tool, args = ("read", "bash")[call % 2], {"path": f"src/m{call}.ts"}
+            text, error = f"{SESSION_RESULT} {call}", False
+        call_id = f"toolu_{call:020d}"
+        usage = {"input": 7, "output": 231, "cacheRead": 1684, "cacheWrite": 95,
+                 "cost": {"input": 2.1e-05, "output": 0.003465, "cacheRead": 0.0005052,
+                          "cacheWrite": 0.0003562, "total": 0.0043476}}  # fmt: skip
+        blocks = [{"type": "text", "text": f"Reading what step {call} needs."},
+                  {"type": "toolCall", "id": call_id, "name": tool, "arguments": args}]  # fmt: skip
+        message = {"role": "assistant", "content": blocks, "api": "anthropic-messages",
+                   "provider": "anthropic", "model": "claude-sonnet-4-5", "usage": usage,
+                   "stopReason": "toolUse", "timestamp": 1765324800000 + entry}  # fmt: skip
+        out.write(_pi("message", entry, message=message))
+        result = {"role": "toolResult", "toolCallId": call_id, "toolName": tool,
+                  "content": [{"type": "text", "text": text}], "isError": error,
+                  "timestamp": 1765324800001 + entry}  # fmt: skip
+        out.write(_pi("message", entry + 1, message=result))
+        entry += 2
+        call += 1
+
+
 def hook_lines(run: int) -> Iterator[dict]:
     base = {"session_id": f"s{run}", "cwd": "/repo", "transcript_path": "/t.jsonl"}
     for call_id, tool, args, result in calls(run):
@@ -742,6 +834,8 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "codex-session": ("codex", write_codex_session),
     "gemini-chat-jsonl": ("gemini-chat", lambda out, n: _jsonl(out, n, gemini_chat_lines)),
     "copilot-cli": ("copilot-cli", lambda out, n: _jsonl(out, n, copilot_lines)),
+    "copilot-session": ("copilot-cli", write_copilot_session),
+    "pi-session": ("pi", write_pi_session),
     "claude-code-hooks": ("claude-code-hooks", lambda out, n: _jsonl(out, n, hook_lines)),
     "openai-agents": ("openai-agents", lambda out, n: _jsonl(out, n, agents_lines)),
     "tau2": ("tau2", write_tau2),

@@ -18,6 +18,13 @@ Events -> steps (one run per file, id = `session.start.data.sessionId`):
   (and a warning for errors); other event types are context and are left out.
 - Sub-agents: `subagent.started {toolCallId}` names the parent `task` call; the sub-agent's
   events carry `agentId` (older CLIs `data.parentToolCallId`) and hang under that call.
+- **Any length**: the steps go into a step spool (kit.spool), so a session is read in the
+  memory of the spool's window; a call waiting for its result is held (`_Session.holds`).
+  What the reader looks back at is bounded: MAX_OPEN_CALLS calls waiting for their result
+  (a result for an older one reads as a call not in the file), an answered call only while
+  it is among the newest ANSWERED_STEPS steps (a later start or result for it reads as a
+  call of its own), the newest MAX_AGENTS sub-agent ids and task calls waiting for theirs,
+  and the first MAX_WARNINGS warnings.
 """
 
 from __future__ import annotations
@@ -31,8 +38,9 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
-from .errors import TooManySteps, TraceError
+from .errors import MAX_WARNINGS, TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import StepSpool
 from .reading import JsonlReader, Limits
 
 name = "copilot-cli"
@@ -40,6 +48,12 @@ label = "GitHub Copilot CLI session events"
 
 KNOWN_PREFIXES = ("session.", "user.", "assistant.", "tool.", "subagent.", "permission.")
 KNOWN_TYPES = {"abort", "result", "hook.start", "hook.end", "skill.invoked"}
+# A session of any length is read in bounded memory: its steps are spooled (kit.spool; a call
+# still waiting for its result is held, see `_Session.holds`), and what the reader looks back
+# at is bounded too.
+MAX_OPEN_CALLS = 8192  # calls waiting for their result (the oldest is given up)
+ANSWERED_STEPS = 2048  # an answered call may still be named while among the newest steps
+MAX_AGENTS = 1024  # sub-agent ids known, and task calls waiting for theirs (the newest)
 
 
 def _is_event(record: Any) -> bool:
@@ -66,12 +80,56 @@ def claim(sample: Sample) -> Claim:
 class _Session:
     def __init__(self, run: Run, limits: Limits) -> None:
         self.run, self.limits = run, limits
-        self.calls: dict[str, Step] = {}
+        # call id -> (its place in the run, the call): calls waiting for their result, and
+        # answered calls among the newest ANSWERED_STEPS steps (swept every ANSWERED_STEPS)
+        self.waiting: dict[str, tuple[int, Step]] = {}
+        self.answered: dict[str, tuple[int, Step]] = {}
         self.agents: dict[str, str] = {}  # sub-agent id -> the parent task call id
         self.pending_agents: list[str] = []  # task calls whose sub-agent id is not known yet
 
     def add(self, step: Step) -> Step:
-        return add_step(self.run, step, limits=self.limits, source="")  # parse names the line
+        add_step(self.run, step, limits=self.limits, source="")  # parse names the line
+        if len(self.run.steps) % ANSWERED_STEPS == 0:
+            oldest = len(self.run.steps) - ANSWERED_STEPS
+            self.answered = {k: e for k, e in self.answered.items() if e[0] >= oldest}
+        return step
+
+    def call(self, key: str | None) -> Step | None:
+        """The call a later event names by its id: waiting, or answered not long ago."""
+        if key is None:
+            return None
+        waiting = self.waiting.get(key)
+        if waiting is not None:
+            return waiting[1]
+        answered = self.answered.get(key)
+        return answered[1] if answered is not None and self._recent(answered[0]) else None
+
+    def answer(self, key: str | None, step: Step) -> None:
+        """`step`, the call with id `key`, has its result: it waits no more."""
+        if key is None:
+            return
+        entry = self.waiting.get(key)
+        if entry is not None and entry[1] is step:
+            self.answered[key] = self.waiting.pop(key)
+
+    def holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still change, so the spool holds
+        it: a call waiting for its result, or an answered one still among the newest
+        ANSWERED_STEPS steps (only when the window is smaller than that)."""
+        if step.kind != "tool_call" or step.id is None:
+            return False
+        key = str(step.id)
+        waiting, answered = self.waiting.get(key), self.answered.get(key)
+        if waiting is not None and waiting[1] is step:
+            return True
+        return answered is not None and answered[1] is step and self._recent(answered[0])
+
+    def _recent(self, place: int) -> bool:
+        return place >= len(self.run.steps) - ANSWERED_STEPS
+
+    def warn(self, text: str) -> None:
+        if len(self.run.warnings) < MAX_WARNINGS:
+            self.run.warnings.append(text[:500])
 
     def parent_of(self, event: dict, data: dict) -> str | None:
         parent = data.get("parentToolCallId")
@@ -81,12 +139,18 @@ class _Session:
         if not isinstance(agent, str) or not agent:
             return None
         if agent not in self.agents and self.pending_agents:
-            self.agents[agent] = self.pending_agents.pop(0)
+            self.name_agent(agent, self.pending_agents.pop(0))
         return self.agents.get(agent)
+
+    def name_agent(self, agent: str, call_id: str) -> None:
+        self.agents.pop(agent, None)
+        self.agents[agent] = call_id
+        if len(self.agents) > MAX_AGENTS:
+            del self.agents[next(iter(self.agents))]
 
     def open_call(self, call_id: Any, tool: Any, args: Any, **fields: Any) -> Step:
         key = str(call_id) if call_id is not None else None
-        step = self.calls.get(key) if key is not None else None
+        step = self.call(key)
         if step is not None:
             if args is not None:
                 step.args = tool_step(tool="", args=args, limits=self.limits).args
@@ -97,15 +161,21 @@ class _Session:
             )
         )
         if key is not None:
-            self.calls[key] = step
+            self.answered.pop(key, None)  # answered long ago: no event names it any more
+            self.waiting[key] = (len(self.run.steps) - 1, step)
+            if len(self.waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
+                del self.waiting[next(iter(self.waiting))]
         return step
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the one run of the file."""
+    """Yield the one run of the file: its steps are spooled (kit.spool), so a session of
+    any length is read in the memory of the spool's window."""
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    run = Run(id=os.path.basename(source) or "run", format=name)
+    steps = StepSpool()
+    run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
     session = _Session(run, limits)
+    steps.hold = session.holds
     for line, event in reader:
         try:
             _event(session, event)
@@ -114,6 +184,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             raise
         except TraceError as exc:
             reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
+    steps.hold = None  # read: no step changes any more
+    del session
     reader.check_not_empty()
     yield finish_run(reader.skips.apply(run))
 
@@ -177,24 +249,25 @@ def _event(session: _Session, event: dict) -> None:
     elif kind == "subagent.started" and isinstance(data.get("toolCallId"), str):
         agent = event.get("agentId") or data.get("agentId")
         if isinstance(agent, str) and agent:
-            session.agents[agent] = data["toolCallId"]
+            session.name_agent(agent, data["toolCallId"])
         else:
             session.pending_agents.append(data["toolCallId"])
+            del session.pending_agents[:-MAX_AGENTS]
     elif kind in ("session.error", "session.warning", "subagent.failed", "abort"):
         text = _notice(kind, data)
         if kind != "session.warning":
-            run.warnings.append(text[:500])
+            session.warn(text)
         session.add(text_step("system", text, limits=limits, parent_id=parent, **fields))
 
 
 def _complete(session: _Session, data: dict, parent: str | None, when: float | None) -> None:
-    call = session.calls.get(str(data.get("toolCallId")))
+    call_id = data.get("toolCallId")
+    key = str(call_id) if call_id is not None else None
+    call = session.call(key)
     if call is None:
-        call = session.open_call(data.get("toolCallId"), data.get("toolName"), None)
+        call = session.open_call(call_id, data.get("toolName"), None)
         call.parent_id = parent
-        session.run.warnings.append(
-            f"result for call {data.get('toolCallId')!r} matches no earlier call"[:500]
-        )
+        session.warn(f"result for call {call_id!r} matches no earlier call")
     result = data.get("result") if isinstance(data.get("result"), dict) else {}
     error = data.get("error") if isinstance(data.get("error"), dict) else {}
     text = result.get("content")
@@ -202,6 +275,7 @@ def _complete(session: _Session, data: dict, parent: str | None, when: float | N
         text = error.get("message")
     failed = data.get("success") is False or text_errors.is_error(text)
     set_result(call, text, error=failed, limits=session.limits, ended_at=when)
+    session.answer(key, call)
 
 
 def _notice(kind: str, data: dict) -> str:
