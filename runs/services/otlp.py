@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
@@ -299,31 +299,28 @@ def assemble(project_id: int, trace_ids: list[str], quiet: bool = False) -> list
     if not trace_ids:
         return []
     policy, _warning = engine_policy_or_default(project)
-    decoded: dict[int, dict[str, list[Item]]] = {}
     run_ids: list[int] = []
-    filed = OtlpSpanGroup.objects.filter(project_id=project_id, trace_id__in=trace_ids)
-    wanted = set(trace_ids) | set(filed.exclude(span_key="").values_list("span_key", flat=True))
     for start in range(0, len(trace_ids), ASSEMBLE_CHUNK):
         chunk = trace_ids[start : start + ASSEMBLE_CHUNK]
         try:
-            run_ids += _assemble_chunk(project, chunk, decoded, policy, wanted)
+            run_ids += _assemble_chunk(project, chunk, policy)
         except OperationalError:
             raise  # the database went away: the task retries
         except Exception:  # noqa: BLE001 - find the trace id that fails, keep the others
             log.exception("OTLP assembly of %d trace id(s) failed; retrying one by one", len(chunk))
-            run_ids += _assemble_one_by_one(project, chunk, policy, wanted)
+            run_ids += _assemble_one_by_one(project, chunk, policy)
     _finish_requests(project_id, trace_ids)
     return run_ids
 
 
 def _assemble_one_by_one(
-    project: Project, trace_ids: list[str], policy: detection.Policy, wanted: set[str]
+    project: Project, trace_ids: list[str], policy: detection.Policy
 ) -> list[int]:
     """Assemble each trace id in its own transaction; fail the ones that raise."""
     run_ids: list[int] = []
     for trace_id in trace_ids:
         try:
-            run_ids += _assemble_chunk(project, [trace_id], {}, policy, wanted)
+            run_ids += _assemble_chunk(project, [trace_id], policy)
         except OperationalError:
             raise
         except Exception as exc:  # noqa: BLE001 - this trace id fails, visibly
@@ -376,28 +373,24 @@ def _lock(project_id: int, trace_ids: list[str]) -> None:
         )
 
 
-def _assemble_chunk(
-    project: Project,
-    trace_ids: list[str],
-    decoded: dict[int, dict[str, list[Item]]],
-    policy: detection.Policy,
-    wanted: set[str],
-) -> list[int]:
+def _assemble_chunk(project: Project, trace_ids: list[str], policy: detection.Policy) -> list[int]:
     """Build (or rebuild) the runs of some OTLP trace ids from all their buffered spans, and
-    analyze them, in one transaction."""
+    analyze them, in one transaction.
+
+    Each chunk reads the stored requests of its own rows, after taking its trace ids' locks,
+    and keeps nothing of them for the next chunk. So a row filed under a session since the
+    assembly began (`_file_keys`) is read with the key its spans carry now, and the chunk
+    holds its trace ids' steps plus one request at a time (`_collect`), not every request's
+    spans. The price: a request with spans of trace ids in two chunks is decoded in each,
+    though its spans are turned into `Span`s only in their own chunk.
+    """
     with transaction.atomic():
         _lock(project.pk, trace_ids)
         groups = _group_rows(project, trace_ids)
         todo = [t for t in trace_ids if t in groups and not all(g.assembled for g in groups[t])]
         if not todo:
             return []  # another task did them
-        for row in (row for t in todo for row in groups[t] if row.span_key not in wanted):
-            wanted.add(row.span_key)  # filed under a session since the assembly began
-            decoded.pop(row.request_id, None)  # decoded without that key: decode again
-        missing = sorted({row.request_id for t in todo for row in groups[t]} - decoded.keys())
-        for request in _raw_requests(missing):
-            decoded[request.pk] = _items_by_key(request, wanted)
-        assembly = _build_runs(todo, groups, decoded)
+        assembly = _build_runs(todo, groups)
         stored = ingest.store_runs(project, assembly.entries, policy, analyze=True)
         marks = [
             (pk, run.pk)
@@ -423,19 +416,13 @@ def _group_rows(project: Project, trace_ids: list[str]) -> dict[str, list[GroupR
     return groups
 
 
-def _build_runs(
-    todo: list[str], groups: dict[str, list[GroupRow]], decoded: dict[int, dict[str, list[Item]]]
-) -> Assembly:
-    """Return the run of each trace id from its decoded spans, with the rows it came from."""
+def _build_runs(todo: list[str], groups: dict[str, list[GroupRow]]) -> Assembly:
+    """Return the run of each trace id from its buffered spans, with the rows it came from."""
+    collected = _collect(todo, groups)
     assembly = Assembly()
     for trace_id in todo:
         rows = groups[trace_id]
-        spans = [
-            span
-            for row in rows
-            for span in decoded.get(row.request_id, {}).pop(row.span_key or trace_id, ())
-        ]
-        parsed = _run_of(trace_id, spans, rows)
+        parsed = _run_of(trace_id, collected.pop(trace_id), rows)
         if parsed is None:
             assembly.unbuilt += [row.pk for row in rows]
             continue
@@ -460,23 +447,79 @@ def _mark_assembled(marks: list[tuple[int, int | None]]) -> None:
         )
 
 
-def _raw_requests(trace_ids: list[int]) -> list[StoredRequest]:
-    """Return the stored requests with these Trace ids, the bytes fetched in binary (not as
-    hex text twice their size)."""
-    if not trace_ids:
-        return []
+def _collect(
+    todo: list[str], groups: dict[str, list[GroupRow]]
+) -> dict[str, Collector | TraceError]:
+    """Feed each trace id's Collector the spans and log records of its rows, oldest row
+    first, fetching and decoding one stored request at a time; return the collectors.
+
+    The rows of all these trace ids are taken in id order: a request is decoded at the first
+    of its rows, and what it holds for its later rows is kept until they come and dropped
+    once fed. A request's rows are next to each other (but where two requests were stored at
+    the same moment), so this holds about one request's spans besides the steps. A trace id
+    whose spans cross an import limit gets the TraceError instead, and is fed no more.
+    """
+    # The deployment's import limits (LOOPBOARD_MAX_HELD_STEPS among them), as a file has.
+    limits = ingest.import_limits()
+    collected: dict[str, Collector | TraceError] = {
+        trace_id: Collector(source=f"otlp:{trace_id}", limits=limits) for trace_id in todo
+    }
+    rows = sorted(((row, t) for t in todo for row in groups[t]), key=lambda pair: pair[0].pk)
+    wanted: dict[int, set[str]] = defaultdict(set)  # request id -> the keys its rows' spans carry
+    for row, trace_id in rows:
+        wanted[row.request_id].add(row.span_key or trace_id)
+    rows_left = Counter(row.request_id for row, _ in rows)
+    held: dict[int, dict[str, list[Item]]] = {}  # request id -> items of its rows still to come
+    for row, trace_id in rows:
+        if row.request_id not in held:
+            held[row.request_id] = _decode_request(row.request_id, wanted[row.request_id])
+        items = held[row.request_id].pop(row.span_key or trace_id, [])
+        rows_left[row.request_id] -= 1
+        if not rows_left[row.request_id]:
+            del held[row.request_id]  # all its rows are fed
+        collector = collected[trace_id]
+        if isinstance(collector, Collector):
+            collected[trace_id] = _feed(collector, items)
+        del items  # let these spans go before the next request is decoded
+    return collected
+
+
+def _feed(collector: Collector, items: list[Item]) -> Collector | TraceError:
+    """Add spans and log records to a Collector; return it, or the error that stopped it (its
+    steps are then let go)."""
+    try:
+        for item in items:
+            if isinstance(item, LogEvent):
+                collector.add_log(item)
+            else:
+                collector.add(item)
+    except TraceError as exc:
+        return exc
+    return collector
+
+
+def _decode_request(request_id: int, keys: set[str]) -> dict[str, list[Item]]:
+    """Fetch and decode one stored request; return its items of these keys (`_items_by_key`),
+    or none if the request is gone. Its bytes and decoded body are let go on return."""
+    request = _raw_request(request_id)
+    return {} if request is None else _items_by_key(request, keys)
+
+
+def _raw_request(request_id: int) -> StoredRequest | None:
+    """Return the stored request with this Trace id, its bytes fetched in binary (not as hex
+    text twice their size) and unpacked."""
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(
-            f"SELECT id, raw, raw_encoding, raw_key, declared_format FROM {Trace._meta.db_table} "
-            "WHERE id = ANY(%s)",
-            [trace_ids],
+        row = cursor.execute(
+            f"SELECT raw, raw_encoding, raw_key, declared_format FROM {Trace._meta.db_table} "
+            "WHERE id = %s",
+            [request_id],
             binary=True,
-        )
-        return [
-            StoredRequest(pk, unpack_raw(rawstore.read(raw, key), encoding), fmt)
-            for pk, raw, encoding, key, fmt in cursor.fetchall()
-        ]
+        ).fetchone()
+    if row is None:
+        return None
+    raw, encoding, key, declared_format = row
+    return StoredRequest(request_id, unpack_raw(rawstore.read(raw, key), encoding), declared_format)
 
 
 def _items_by_key(request: StoredRequest, wanted: set[str]) -> dict[str, list[Item]]:
@@ -497,18 +540,16 @@ def _items_by_key(request: StoredRequest, wanted: set[str]) -> dict[str, list[It
     return out
 
 
-def _run_of(trace_id: str, items: list[Item], rows: list[GroupRow]) -> detection.Run | None:
-    """Return the run of one run buffer key (an OTLP trace id or a session's key) from its
-    spans and log records (None if it cannot be built)."""
-    # The deployment's import limits (LOOPBOARD_MAX_HELD_STEPS among them), as a file has.
-    collector = Collector(source=f"otlp:{trace_id}", limits=ingest.import_limits())
+def _run_of(
+    trace_id: str, collected: Collector | TraceError, rows: list[GroupRow]
+) -> detection.Run | None:
+    """Return the run of one run buffer key (an OTLP trace id or a session's key) from the
+    Collector its spans and log records were fed to, or the error that stopped them (None if
+    it cannot be built)."""
     try:
-        for item in items:
-            if isinstance(item, LogEvent):
-                collector.add_log(item)
-            else:
-                collector.add(item)
-        runs = collector.runs()
+        if isinstance(collected, TraceError):
+            raise collected  # feeding it stopped at a limit
+        runs = collected.runs()
     except TraceError as exc:
         log.warning("OTLP trace %s cannot be assembled: %s", trace_id, exc)
         _note_error(trace_id, rows, str(exc))
