@@ -37,6 +37,14 @@ One run per file. Every line is an entry `{type, id?, parentId?, timestamp, …}
   these and are skipped.
 - Times: entry `timestamp` (ISO), else `message.timestamp` (epoch ms); a result's
   `ended_at` is its own time.
+- **Any length**: the steps go into a step spool (kit.spool), so a session is read in the
+  memory of the spool's window; a call waiting for its result is held (`_State.holds`). A
+  run that stays one chain until its first fork keeps no parent ids while it does: a run
+  that never forks needs none, and one that forks gets them back in one pass at the end.
+  What the reader looks back at is bounded: the newest MAX_ENTRIES entries a `parentId` may
+  name (an older one reads as a parent not in the file: a root), MAX_OPEN_CALLS calls
+  waiting for their result (a result for an older one is kept as a call of its own), and
+  every call id read as a 64-bit hash (kit.spool.HashSet) to tell a repeated one.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import HashSet, StepSpool
 from .reading import JsonlReader, Limits
 
 name = "pi"
@@ -87,6 +96,12 @@ ROLES = {"user", "assistant", "toolResult", "tool", "bashExecution", "custom", "
 RESULT_ROLES = {"toolResult", "tool"}
 SYSTEM_ROLES = {"custom", "hookMessage", "branchSummary", "compactionSummary"}
 NOT_RUN = "[not run: the turn ended with stopReason {reason!r}{detail}]"
+# A session of any length is read in bounded memory: its steps are spooled (kit.spool; a call
+# waiting for its result is held, see `_State.holds`), and what the reader looks back at is
+# bounded too.
+MAX_ENTRIES = 65536  # entries a later `parentId` may name (the newest; an older one is a root)
+MAX_OPEN_CALLS = 8192  # calls waiting for their result (the oldest is given up)
+MAX_COUNTED_KINDS = 50  # skipped entry types counted by name; the rest count as "(other)"
 
 
 # --- detection
@@ -139,37 +154,81 @@ class _State:
     limits: Limits
     skips: Any
     run: Run
-    anchors: dict[str, str | None] = field(default_factory=dict)  # entry id -> its last step
-    children: Counter = field(default_factory=Counter)  # step id -> steps that name it parent
-    calls: dict[str, Step] = field(default_factory=dict)  # toolCallId -> its step
-    answered: set[int] = field(default_factory=set)  # id() of calls with a result
+    # entry id -> its last step (the newest MAX_ENTRIES entries)
+    anchors: dict[str, str | None] = field(default_factory=dict)
+    # toolCallId -> its call, waiting for its result (the newest MAX_OPEN_CALLS)
+    calls: dict[str, Step] = field(default_factory=dict)
+    waiting: set[int] = field(default_factory=set)  # id() of the calls in `calls`
+    known: HashSet = field(default_factory=HashSet)  # every toolCallId read
     by_stream: set[int] = field(default_factory=set)  # answered by tool_execution_end only
-    stopped: dict[int, str] = field(default_factory=dict)  # id(call) -> why its turn ended
+    stopped: dict[int, tuple[Step, str]] = field(default_factory=dict)  # id(call) -> why
     previous: str | None = None  # the previous entry's id (v1 and event streams)
+    last_step: str | None = None  # the id of the run's latest step
+    fork_at: int | None = None  # the first step whose parent is not the step before it
     counter: int = 0
     skipped: Counter = field(default_factory=Counter)
     meta: dict[str, Any] = field(default_factory=lambda: {"agent": "pi"})
     run_name: str = ""
     line: int | None = None  # the line being read
 
-    @property
-    def steps(self) -> list[Step]:
-        return self.run.steps
-
     def add(self, step: Step, parent: str | None) -> str:
+        """Add a step under `parent`. While the run is one chain (each step under the one
+        before) its parent stays None: `_chain_if_forked` gives it back if the run forks."""
+        if self.fork_at is None and parent != self.last_step:
+            self.fork_at = len(self.run.steps)
         add_step(self.run, step, limits=self.limits, source=self.source, line=self.line)
         self.counter += 1
         step.id = step.id or f"s{self.counter}"
-        step.parent_id = parent
-        if parent is not None:
-            self.children[parent] += 1
+        step.parent_id = parent if self.fork_at is not None else None
+        self.last_step = step.id
         return step.id
+
+    def anchor(self, entry_id: str, step_id: str | None) -> None:
+        """`entry_id`'s last step is `step_id` (the newest MAX_ENTRIES entries are kept)."""
+        self.anchors[entry_id] = step_id
+        if len(self.anchors) > MAX_ENTRIES:
+            del self.anchors[next(iter(self.anchors))]
+
+    def wait(self, call_id: str, step: Step) -> None:
+        """`step` waits for the result of `call_id` (the newest MAX_OPEN_CALLS wait)."""
+        if call_id in self.calls:
+            self.let_go(call_id)  # a repeated id: the earlier call gets no result any more
+        self.calls[call_id] = step
+        self.waiting.add(id(step))
+        if len(self.calls) > MAX_OPEN_CALLS:
+            self.let_go(next(iter(self.calls)))
+
+    def let_go(self, call_id: str) -> Step:
+        """`call_id`'s call waits no more: a turn that stopped before it ran ends it now."""
+        step = self.calls.pop(call_id)
+        self.waiting.discard(id(step))
+        self.by_stream.discard(id(step))
+        _not_run(self, step)
+        return step
+
+    def answered(self, call_id: str) -> Step | None:
+        """The call a toolResult answers, which waits no more (None: no call waits for it)."""
+        step = self.calls.pop(call_id, None)
+        if step is not None:
+            self.waiting.discard(id(step))
+            self.by_stream.discard(id(step))
+            self.stopped.pop(id(step), None)
+        return step
+
+    def holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still change, so the spool holds
+        it: a call waiting for its result (from a toolResult, or from the end of its turn)."""
+        return id(step) in self.waiting
 
 
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
-    """Yield the one run of a pi session file."""
+    """Yield the one run of a pi session file: its steps are spooled (kit.spool), so a
+    session of any length is read in the memory of the spool's window."""
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    state = _State(source, limits, reader.skips, Run(id=_run_id({}, source), format=name))
+    steps = StepSpool()
+    run = Run(id=_run_id({}, source), format=name, steps=steps)  # type: ignore[arg-type]
+    state = _State(source, limits, reader.skips, run)
+    steps.hold = state.holds
     for line, record in reader:
         state.line = line
         try:
@@ -179,13 +238,15 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         except TraceError as exc:
             reader.reject(exc)
     reader.check_not_empty()
-    _close_stopped_calls(state)
-    _linear_if_no_fork(state)
+    for call_id in list(state.calls):  # calls that never got a result
+        state.let_go(call_id)
+    steps.hold = None  # read: no step changes any more
+    _chain_if_forked(run, state.fork_at)
     if state.skipped:
         state.meta["skipped_records"] = dict(state.skipped)
-    run = state.run
     run.id, run.metadata = _run_id(state.meta, source), state.meta
     run.name = state.run_name or run.id
+    del state
     yield finish_run(reader.skips.apply(run))
 
 
@@ -202,7 +263,7 @@ def _entry(state: _State, record: dict[str, Any], line: int) -> None:
     else:  # v1 and event streams: a chain in line order
         parent_entry = state.previous
     parent = state.anchors.get(parent_entry) if parent_entry is not None else None
-    state.anchors[entry_id] = parent  # until the entry makes a step of its own
+    state.anchor(entry_id, parent)  # until the entry makes a step of its own
     state.previous = entry_id
     when = parse_time(record.get("timestamp"))
     if kind in ("message", "message_end"):
@@ -223,9 +284,12 @@ def _entry(state: _State, record: dict[str, Any], line: int) -> None:
             state.run_name = record["name"][:200]
         last = parent
     else:
-        state.skipped[str(kind)] += 1
+        key = str(kind)[:100]
+        if key not in state.skipped and len(state.skipped) >= MAX_COUNTED_KINDS:
+            key = "(other)"
+        state.skipped[key] += 1
         last = parent
-    state.anchors[entry_id] = last
+    state.anchor(entry_id, last)
 
 
 def _run_id(meta: dict[str, Any], source: str) -> str:
@@ -332,7 +396,7 @@ def _assistant(
         detail = f": {detail}" if isinstance(detail, str) and detail else ""
         made.append(text_step("system", f"turn {reason}{detail}", limits=limits))
         for _, step in calls:
-            state.stopped[id(step)] = NOT_RUN.format(reason=reason, detail=detail)
+            state.stopped[id(step)] = (step, NOT_RUN.format(reason=reason, detail=detail))
     if not made:  # an empty turn: keep it visible as an empty assistant message
         made.append(text_step("assistant", "", limits=limits))
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
@@ -343,14 +407,16 @@ def _assistant(
     first.tokens_out = number(usage.get("output"))
     cost = usage.get("cost")
     first.cost = fnumber(cost.get("total")) if isinstance(cost, dict) else fnumber(cost)
+    for call_id, step in calls:  # before they join the run, which may spool them
+        if call_id is None:
+            _not_run(state, step)  # no result can name it
+        else:
+            if not state.known.add(call_id):
+                state.skips.note(f"{state.source}: tool call id {call_id!r} repeats")
+            state.wait(call_id, step)
     for step in made:
         step.started_at = when
         last = state.add(step, last)
-    for call_id, step in calls:
-        if call_id is not None:
-            if call_id in state.calls:
-                state.skips.note(f"{state.source}: tool call id {call_id!r} repeats")
-            state.calls[call_id] = step
     if _model_of(message):
         _model(state.meta, _model_of(message))
     return last
@@ -367,8 +433,8 @@ def _result(state: _State, message: dict[str, Any], when: float | None, line: in
     text = content_text(message.get("content"))
     flag = message.get("isError")
     error = flag if isinstance(flag, bool) else text_errors.is_error(text)
-    step = state.calls.get(call_id) if call_id is not None else None
-    if step is None or (id(step) in state.answered and id(step) not in state.by_stream):
+    step = state.answered(call_id) if call_id is not None else None
+    if step is None:
         state.skips.note(
             f"{state.source}:{line}: result for call {call_id!r} matches no earlier call; "
             "kept as a step of its own"
@@ -377,10 +443,7 @@ def _result(state: _State, message: dict[str, Any], when: float | None, line: in
         step = tool_step(tool=str(tool or ""), args=None, limits=state.limits)
         step.args = None
         step.started_at = when
-        anchor = state.steps[-1].id if state.steps else None
-        state.add(step, anchor)
-    state.answered.add(id(step))
-    state.by_stream.discard(id(step))
+        state.add(step, state.last_step)
     set_result(step, text, error=error, limits=state.limits, ended_at=when)
 
 
@@ -388,14 +451,14 @@ def _stream_result(state: _State, record: dict[str, Any], when: float | None, li
     """`tool_execution_end` of `pi --mode json`: a result unless a toolResult already gave it."""
     call_id = record.get("toolCallId")
     step = state.calls.get(str(call_id)) if call_id is not None else None
-    if step is None or id(step) in state.answered:
+    if step is None or id(step) in state.by_stream:
         return
     result = record.get("result")
     text = content_text(result.get("content")) if isinstance(result, dict) else content_text(result)
     flag = record.get("isError")
     error = flag if isinstance(flag, bool) else text_errors.is_error(text)
-    state.answered.add(id(step))
-    state.by_stream.add(id(step))
+    state.by_stream.add(id(step))  # a toolResult may still give the result instead
+    state.stopped.pop(id(step), None)
     set_result(step, text, error=error, limits=state.limits, ended_at=when)
 
 
@@ -426,26 +489,29 @@ def _injected(
     return state.add(step, parent)
 
 
-def _close_stopped_calls(state: _State) -> None:
-    """Calls of an aborted or failed turn that never got a result: not run, so errors."""
-    for step in state.steps:
-        if (
-            step.kind == "tool_call"
-            and id(step) in state.stopped
-            and id(step) not in state.answered
-        ):
-            step.result = state.stopped[id(step)]
-            step.status = "error"
+def _not_run(state: _State, step: Step) -> None:
+    """A call of an aborted or failed turn that got no result: not run, so an error."""
+    stopped = state.stopped.pop(id(step), None)
+    if stopped is not None:
+        step.result, step.status = stopped[1], "error"
 
 
-def _linear_if_no_fork(state: _State) -> None:
-    """A file whose steps form one chain in file order is a linear run: no parent ids."""
-    previous = None
-    for step in state.steps:
-        if step.parent_id != previous:
-            return
-        previous = step.id
-    if any(count > 1 for count in state.children.values()):
+def _chain_if_forked(run: Run, fork_at: int | None) -> None:
+    """A run that forks: its steps before the fork chain, each under the step before it (a
+    run that never forks is linear: no parent ids)."""
+    if fork_at is None or fork_at == 0:
         return
-    for step in state.steps:
-        step.parent_id = None
+
+    def chained(steps: Iterator[Step]) -> Iterator[Step]:
+        previous = None
+        for place, step in enumerate(steps):
+            if place < fork_at:
+                step.parent_id = previous
+            previous = step.id
+            yield step
+
+    if isinstance(run.steps, StepSpool):
+        run.steps = run.steps.rewrite(chained)  # type: ignore[assignment]
+    else:
+        for _ in chained(iter(run.steps)):
+            pass

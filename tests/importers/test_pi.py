@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+import detection
 from runs.importers import detect_format, explain_format, iter_runs
+from runs.importers.kit import spool
+from runs.importers.kit.spool import StepSpool
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLE = DATA / "traces" / "pi" / "large-session.jsonl"
@@ -136,3 +142,142 @@ def test_detection_says_why_not():
     verdict = explain_format(b'{"type": "user", "message": {"role": "user"}}\n')
     claim = dict(verdict.claims)["pi"]
     assert claim.score == 0 and "no `session` header" in claim.reason
+
+
+def _pi(turns: int, seed: int, *, layout: str) -> bytes:
+    """A long pi session. `tree` (v3: ids and parentIds): user prompts, assistant turns with
+    thinking, text and one to three toolCalls, usage and cost, toolResults (some failed, some
+    decided by the text rules, some many entries later), turns aborted or failed with calls
+    never answered, a result for a call not in the file, a call id used again, the user's own
+    `!cmd`, injected context, compactions, model and thinking changes, a name, a label, and
+    retries that fork the tree from an earlier entry. `chain`: the same without forks, and
+    without the results that match no call (each makes a step that forks off the chain): a
+    linear run. `stream`: that as `pi --mode json` events (message_end, tool_execution_end).
+    """
+    rnd = random.Random(seed)
+    out: list[dict] = []
+    head = {"entry": None}
+
+    def entry(kind: str, parent=..., **fields) -> str:
+        entry_id = f"{len(out):08x}"
+        record = {"type": kind, "timestamp": f"2025-12-10T09:{len(out) // 60 % 60:02d}:"
+                  f"{len(out) % 60:02d}.000Z"} | fields  # fmt: skip
+        if layout != "stream":
+            record |= {"id": entry_id, "parentId": head["entry"] if parent is ... else parent}
+        out.append(record)
+        head["entry"] = entry_id
+        return entry_id
+
+    def message(message: dict, parent=...) -> str:
+        return entry("message_end" if layout == "stream" else "message", parent, message=message)
+
+    def result(call_id: str, n: int) -> None:
+        text = f"ok {n % 5}" if rnd.random() < 0.7 else "Error: ENOENT\nCommand exited with code 1"
+        flag = {} if rnd.random() < 0.3 else {"isError": text.startswith("Error")}
+        content = [{"type": "text", "text": text}]
+        if layout == "stream":
+            entry("tool_execution_end", toolCallId=call_id, toolName="bash",
+                  result={"content": content}, **flag)  # fmt: skip
+            if rnd.random() < 0.5:
+                return
+        message({"role": "toolResult", "toolCallId": call_id, "toolName": "bash",
+                 "content": content} | flag)  # fmt: skip
+
+    if layout != "stream":
+        out.append({"type": "session", "version": 3, "id": "s-long", "cwd": "/home/u/p",
+                    "timestamp": "2025-12-10T09:00:00.000Z"})  # fmt: skip
+    late: list[tuple[int, str]] = []
+    forks: list[str] = []  # entries a retry may go back to
+    for n in range(turns):
+        for when, cid in [item for item in late if item[0] <= n]:
+            late.remove((when, cid))
+            result(cid, when)
+        roll = rnd.random()
+        if roll < 0.05:
+            forks.append(message({"role": "user", "content": f"next task {n}"}))
+            continue
+        if roll < 0.07 and layout == "tree" and forks:  # a retry: a branch from earlier
+            head["entry"] = rnd.choice(forks[-30:])
+            message({"role": "user", "content": f"try again {n}"})
+            continue
+        if roll < 0.08 and layout != "stream":
+            kind = rnd.choice(["custom_message", "compaction", "branch_summary",
+                               "model_change", "thinking_level_change", "session_info",
+                               "label", "custom"])  # fmt: skip
+            entry(kind, customType="ext", content="ctx", summary=f"so far {n}",
+                  modelId=rnd.choice(["gpt-5.1-codex", "claude-sonnet-4-5"]),
+                  thinkingLevel="high", name=f"session {n // 100}", label="x")  # fmt: skip
+            continue
+        if roll < 0.09:
+            message({"role": "bashExecution", "command": "ls", "output": "a.txt\n",
+                     "exitCode": rnd.choice([0, 1])})  # fmt: skip
+            continue
+        if roll < 0.095 and layout == "tree":  # a result whose call is not in the file
+            result(f"toolu_gone{n}", n)
+            continue
+        blocks: list[dict] = []
+        if rnd.random() < 0.4:
+            blocks.append({"type": "thinking", "thinking": f"look at {n % 7}"})
+        if rnd.random() < 0.6:
+            blocks.append({"type": "text", "text": f"step {n}"})
+        calls = []
+        for k in range(rnd.choice([0, 1, 1, 1, 2, 3])):
+            again = rnd.random() < 0.01 and layout == "tree"
+            cid = "toolu_again" if again else f"toolu_{n}_{k}"
+            if rnd.random() < 0.01:
+                cid = None  # a call without an id
+            calls.append(cid)
+            blocks.append({"type": "toolCall", "id": cid, "name": rnd.choice(["bash", "read"]),
+                           "arguments": {"command": f"npm test {n % 9}"}})  # fmt: skip
+        stop = rnd.choice(["aborted", "error"]) if rnd.random() < 0.03 else "toolUse"
+        usage = {"input": 10 + n, "output": n % 40, "cacheRead": 100, "cacheWrite": 5,
+                 "cost": {"total": 0.0001 * (n % 7)}}  # fmt: skip
+        forks.append(message({"role": "assistant", "content": blocks, "stopReason": stop,
+                              "errorMessage": "terminated", "usage": usage,
+                              "model": "claude-sonnet-4-5"}))  # fmt: skip
+        for cid in calls:
+            if cid is None or stop != "toolUse" and rnd.random() < 0.7:
+                continue  # never answered
+            if rnd.random() < 0.05:
+                late.append((n + rnd.randint(3, 30), cid))
+            else:
+                result(cid, n)
+    return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
+
+
+def _both(data: bytes, monkeypatch, window: int = 32):
+    """The same file read with its run held whole, and through a spool of a small window."""
+    monkeypatch.setattr(spool, "WINDOW", 100_000)
+    (whole,) = iter_runs(data, source="session.jsonl", format="pi")
+    monkeypatch.setattr(spool, "WINDOW", window)
+    (spooled,) = iter_runs(data, source="session.jsonl", format="pi")
+    assert isinstance(whole.steps, list)
+    assert isinstance(spooled.steps, StepSpool)
+    assert list(spooled.steps) == whole.steps
+    assert (spooled.id, spooled.name, spooled.metadata, spooled.warnings, spooled.skipped) == (
+        whole.id, whole.name, whole.metadata, whole.warnings, whole.skipped)  # fmt: skip
+    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
+    return whole, spooled
+
+
+@pytest.mark.parametrize("layout", ["tree", "chain", "stream"])
+@pytest.mark.parametrize("seed", range(2))
+def test_a_spooled_session_reads_as_the_same_session_held_whole(monkeypatch, seed, layout):
+    whole, spooled = _both(_pi(2500, seed, layout=layout), monkeypatch)
+    assert spooled.steps.spilled > 3000
+    steps = whole.steps
+    forked = any(step.parent_id for step in steps)
+    assert forked == (layout == "tree")  # a run that never forks is linear
+    not_run = [s for s in steps if str(s.result).startswith("[not run")]
+    assert not_run and all(s.status == "error" for s in not_run)
+    assert any(step.cost for step in steps) and any(s.kind == "reasoning" for s in steps)
+    assert {s.status for s in steps if s.kind == "tool_call"} == {"ok", "error"}
+    if layout == "tree":
+        assert any("matches no earlier call" in warning for warning in whole.warnings)
+        assert any("repeats" in warning for warning in whole.warnings)
+
+
+@pytest.mark.parametrize("sample", [SAMPLE, BRANCHES])
+def test_the_samples_read_the_same_through_a_spool_of_a_tiny_window(monkeypatch, sample):
+    whole, spooled = _both(sample.read_bytes(), monkeypatch, window=2)
+    assert spooled.steps.spilled >= len(whole.steps) - 4
