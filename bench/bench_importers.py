@@ -751,6 +751,44 @@ def write_pi_session(out: IO[bytes], target: int) -> None:
         call += 1
 
 
+def write_cursor_transcript(out: IO[bytes], target: int) -> None:
+    """One Cursor agent transcript (no ids, times or usage), shaped as the sample's lines
+    are: each call an assistant line (its text, a thinking block every third call, and the
+    call: a `Read`, or a `StrReplace` with ~1.5 KB of old and new text), then a user line with
+    its `tool_result` (~3.4 KB for a `Read`). A real transcript often has no results; every
+    call is answered here because the reader that held the run whole scanned all the calls
+    still waiting for each result, so unanswered calls made "before" quadratic (the spooled
+    reader keeps at most cursor.MAX_OPEN_CALLS waiting). A `<user_query>` every 200 calls,
+    and every 1,000 calls the same failing `Shell` call five times over."""
+    call = 0
+    while out.tell() < target:
+        if call % 200 == 0:
+            query = f"<user_query>\nnext task {call}\n</user_query>"
+            line: dict = {"role": "user", "message": {"content": [{"type": "text", "text": query}]}}
+            out.write(json.dumps(line).encode() + b"\n")
+        blocks: list[dict] = [{"type": "text", "text": f"Reading what step {call} needs."}]
+        if call % 3 == 0:
+            blocks.insert(0, {"type": "thinking", "thinking": "Look before editing."})
+        failing = call % 1000 < 5
+        if failing:
+            tool, args, result = "Shell", {"command": "npm run build"}, "sh: 1: tsc: not found"
+        elif call % 2:
+            tool, args = "Read", {"path": f"/repo/src/m{call}.ts"}
+            result = f"{SESSION_RESULT} {call}"
+        else:
+            old = f"{RESULT}\n" * 4
+            tool, result = "StrReplace", f"The file /repo/src/m{call}.ts has been updated."
+            args = {"path": f"/repo/src/m{call}.ts", "old_string": old, "new_string": old + "x"}
+        blocks.append({"type": "tool_use", "name": tool, "input": args})
+        out.write(
+            json.dumps({"role": "assistant", "message": {"content": blocks}}).encode() + b"\n"
+        )
+        answer = {"type": "tool_result", "content": [{"type": "text", "text": result}]}
+        line = {"role": "user", "message": {"content": [answer]}}
+        out.write(json.dumps(line).encode() + b"\n")
+        call += 1
+
+
 def hook_lines(run: int) -> Iterator[dict]:
     base = {"session_id": f"s{run}", "cwd": "/repo", "transcript_path": "/t.jsonl"}
     for call_id, tool, args, result in calls(run):
@@ -836,6 +874,7 @@ WRITERS: dict[str, tuple[str, Callable[[IO[bytes], int], None]]] = {
     "copilot-cli": ("copilot-cli", lambda out, n: _jsonl(out, n, copilot_lines)),
     "copilot-session": ("copilot-cli", write_copilot_session),
     "pi-session": ("pi", write_pi_session),
+    "cursor-transcript": ("cursor", write_cursor_transcript),
     "claude-code-hooks": ("claude-code-hooks", lambda out, n: _jsonl(out, n, hook_lines)),
     "openai-agents": ("openai-agents", lambda out, n: _jsonl(out, n, agents_lines)),
     "tau2": ("tau2", write_tau2),

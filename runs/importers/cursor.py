@@ -10,6 +10,11 @@ usage**. One run per file (id = the file name). Blocks as in Anthropic's API:
   names, else of the nearest preceding unanswered call; most transcripts carry no results
   at all, so a call usually keeps result None. `is_error` makes it an error, else the shared
   text rules decide.
+- **Any length**: the steps go into a step spool (kit.spool), so a transcript is read in the
+  memory of the spool's window; a call waiting for its result is held. The newest
+  MAX_OPEN_CALLS unanswered calls wait (a result for an older one goes to the nearest
+  call that still waits), each one itself (two equal calls are two), and the first
+  MAX_WARNINGS warnings are kept.
 
 Hook logs (a hook that appends its stdin payload to a file): read by `hook_logs`' Cursor
 dialect; a file is one or the other, told apart by its records (`hook_event_name`).
@@ -27,9 +32,10 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text
 from .detect import Claim, Sample, share
-from .errors import TooManySteps, TraceError
+from .errors import MAX_WARNINGS, TooManySteps, TraceError
 from .hook_logs import cursor_hooks, is_cursor_event
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import StepSpool
 from .reading import JsonlReader, Limits, head_values, stream_head
 
 name = "cursor"
@@ -38,6 +44,10 @@ label = "Cursor agent transcript or hook log (JSONL)"
 CALLS = {"tool_use", "tool_call", "tool-call"}
 RESULTS = {"tool_result", "tool-result"}
 _QUERY = re.compile(r"^\s*<user_query>\s*(.*?)\s*</user_query>\s*$", re.S)
+# A transcript of any length is read in bounded memory: its steps are spooled (kit.spool) and
+# a call waiting for its result is held. Most transcripts answer no call, so a call waits
+# until MAX_OPEN_CALLS newer ones do.
+MAX_OPEN_CALLS = 4096  # calls waiting for their result (the oldest is given up)
 
 
 def _is_line(record: Any) -> bool:
@@ -81,8 +91,10 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             yield run
         return
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
-    run = Run(id=os.path.basename(source) or "run", format=name)
-    waiting: list[Step] = []
+    steps = StepSpool()
+    run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
+    waiting: dict[int, Step] = {}  # id(call) -> a call without its result, oldest first
+    steps.hold = lambda step: id(step) in waiting
     for line, record in reader:
         try:
             _line(run, record, waiting, limits)
@@ -91,6 +103,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             raise
         except TraceError as exc:
             reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
+    steps.hold = None  # read: no step changes any more
+    waiting.clear()
     reader.check_not_empty()
     yield finish_run(reader.skips.apply(run))
 
@@ -99,7 +113,7 @@ def _add(run: Run, step: Step, limits: Limits) -> Step:
     return add_step(run, step, limits=limits, source="")  # parse names the file and line
 
 
-def _line(run: Run, record: dict, waiting: list[Step], limits: Limits) -> None:
+def _line(run: Run, record: dict, waiting: dict[int, Step], limits: Limits) -> None:
     if not _is_line(record):
         raise TraceError("expected {role: user|assistant, message: {content}}", field="role")
     role, content = record["role"], record["message"]["content"]
@@ -121,21 +135,25 @@ def _line(run: Run, record: dict, waiting: list[Step], limits: Limits) -> None:
             args = block.get("input", block.get("args", block.get("arguments")))
             step = tool_step(tool=str(block.get("name") or "(unknown)"), args=args, limits=limits)
             step.id = str(block["id"]) if block.get("id") else None
-            waiting.append(_add(run, step, limits))
+            waiting[id(step)] = _add(run, step, limits)
+            if len(waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
+                del waiting[next(iter(waiting))]
         elif kind in RESULTS:
             _result(run, block, waiting, limits)
 
 
-def _result(run: Run, block: dict, waiting: list[Step], limits: Limits) -> None:
+def _result(run: Run, block: dict, waiting: dict[int, Step], limits: Limits) -> None:
     call_id = block.get("tool_use_id")
-    call = next((s for s in waiting if call_id and s.id == str(call_id)), None)
+    named = str(call_id) if call_id else None
+    call = next((s for s in waiting.values() if s.id == named), None) if named else None
     if call is None and waiting:
-        call = waiting[-1]  # the nearest preceding unanswered call
+        call = next(reversed(waiting.values()))  # the nearest preceding unanswered call
     if call is None:
-        run.warnings.append("a tool_result with no call before it; kept as a call of its own")
+        if len(run.warnings) < MAX_WARNINGS:
+            run.warnings.append("a tool_result with no call before it; kept as a call of its own")
         call = _add(run, tool_step(tool="(unknown)", args=None, limits=limits), limits)
     else:
-        waiting.remove(call)
+        del waiting[id(call)]
     content = block.get("content")
     text = content_text(content)
     failed = block.get("is_error") is True or text_errors.is_error(text)

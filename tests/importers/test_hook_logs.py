@@ -4,12 +4,15 @@ payloads and the notes §3.22), and Cursor's agent transcripts."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 import detection
 from runs.importers import TraceError, detect_format, iter_runs
+from runs.importers.kit import spool
+from runs.importers.kit.spool import StepSpool
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 
@@ -117,3 +120,84 @@ def test_pre_and_post_records_of_one_call_are_one_step_and_repeats_are_new_steps
     assert [s.args for s in run.steps] == [command] * 3 + [{"command": "ls"}]
     assert run.steps[3].result is None  # a PreToolUse alone carries no result: unknown
     assert run.warnings == []
+
+
+def _cursor(turns: int, seed: int) -> bytes:
+    """A long Cursor transcript: user queries, assistant lines with thinking, text and one to
+    three calls in each spelling (a few with ids), and results: most calls get none, some
+    the next line, some by `tool_use_id` many lines later, some failed, one before any call."""
+    rnd = random.Random(seed)
+    out: list[dict] = [{"role": "user", "message": {"content": [
+        {"type": "tool_result", "content": "stray"}]}}]  # fmt: skip
+    late: list[tuple[int, str]] = []
+    for n in range(turns):
+        for when, cid in [item for item in late if item[0] <= n]:
+            late.remove((when, cid))
+            out.append({"role": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": cid, "content": f"late {when % 3}"}]}})  # fmt: skip
+        if rnd.random() < 0.05:
+            text = f"<user_query>\nnext task {n}\n</user_query>"
+            out.append({"role": "user", "message": {"content": [{"type": "text", "text": text}]}})
+            continue
+        blocks: list[dict] = []
+        if rnd.random() < 0.3:
+            blocks.append({"type": "thinking", "thinking": f"look at {n % 7}"})
+        if rnd.random() < 0.7:
+            blocks.append({"type": "text", "text": f"step {n % 11}"})
+        for k in range(rnd.choice([1, 1, 2, 3])):
+            block = {"type": rnd.choice(["tool_use", "tool_call", "tool-call"]),
+                     "name": rnd.choice(["Shell", "Read", "Grep"]),
+                     "input": {"command": f"npm test {n % 9}"}}  # fmt: skip
+            if rnd.random() < 0.1:
+                block["id"] = f"c{n}_{k}"
+                if rnd.random() < 0.5:
+                    late.append((n + rnd.randint(3, 200), block["id"]))
+            blocks.append(block)
+        out.append({"role": "assistant", "message": {"content": blocks}})
+        if rnd.random() < 0.3:
+            text = rnd.choice(["ok", "sh: 1: tsc: not found", "Error: ENOENT"])
+            result = {"type": rnd.choice(["tool_result", "tool-result"]), "content": text}
+            if rnd.random() < 0.2:
+                result["is_error"] = True
+            out.append({"role": "user", "message": {"content": [result]}})
+    return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
+
+
+def _both_cursor(data: bytes, monkeypatch, window: int = 32):
+    """The same transcript read with its run held whole, and through a spool of a small window."""
+    monkeypatch.setattr(spool, "WINDOW", 100_000)
+    (whole,) = iter_runs(data, source="t.jsonl", format="cursor")
+    monkeypatch.setattr(spool, "WINDOW", window)
+    (spooled,) = iter_runs(data, source="t.jsonl", format="cursor")
+    assert isinstance(whole.steps, list) and isinstance(spooled.steps, StepSpool)
+    assert list(spooled.steps) == whole.steps
+    assert (spooled.metadata, spooled.warnings) == (whole.metadata, whole.warnings)
+    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
+    return whole, spooled
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_spooled_cursor_transcript_reads_as_the_same_transcript_held_whole(monkeypatch, seed):
+    whole, spooled = _both_cursor(_cursor(2000, seed), monkeypatch)
+    assert spooled.steps.spilled > 3000
+    steps = [s for s in whole.steps if s.kind == "tool_call"]
+    assert any(str(s.result).startswith("late") for s in steps)  # named, lines later
+    assert {s.status for s in steps} == {"ok", "error"} and any(s.result is None for s in steps)
+    assert whole.warnings  # the stray result
+
+
+def test_the_cursor_transcript_reads_the_same_through_a_spool_of_a_tiny_window(monkeypatch):
+    whole, spooled = _both_cursor((DATA / "cursor_transcript.jsonl").read_bytes(), monkeypatch, 2)
+    assert spooled.steps.spilled > 5
+
+
+def test_two_identical_cursor_calls_each_get_their_own_result():
+    call = {"role": "assistant", "message": {"content": [
+        {"type": "tool_use", "name": "Shell", "input": {"command": "make"}}]}}  # fmt: skip
+    lines = [call, call] + [
+        {"role": "user", "message": {"content": [{"type": "tool_result", "content": text}]}}
+        for text in ("first", "second")
+    ]
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    (run,) = iter_runs(data, source="t.jsonl", format="cursor")
+    assert [s.result for s in run.steps] == ["second", "first"]  # each the nearest waiting
