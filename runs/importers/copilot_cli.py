@@ -30,6 +30,7 @@ Events -> steps (one run per file, id = `session.start.data.sessionId`):
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -81,10 +82,12 @@ class _Session:
     def __init__(self, run: Run, limits: Limits) -> None:
         self.run, self.limits = run, limits
         # call id -> (its place in the run, the call): calls waiting for their result, and
-        # answered calls among the newest ANSWERED_STEPS steps (swept every ANSWERED_STEPS)
-        self.waiting: dict[str, tuple[int, Step]] = {}
+        # answered calls among the newest ANSWERED_STEPS steps (swept every ANSWERED_STEPS).
+        # OrderedDicts where the oldest goes: a dict finds its next oldest key in time that
+        # grows with the keys gone before (next(iter()) skips their empty slots)
+        self.waiting: OrderedDict[str, tuple[int, Step]] = OrderedDict()
         self.answered: dict[str, tuple[int, Step]] = {}
-        self.agents: dict[str, str] = {}  # sub-agent id -> the parent task call id
+        self.agents: OrderedDict[str, str] = OrderedDict()  # sub-agent id -> its task call id
         self.pending_agents: list[str] = []  # task calls whose sub-agent id is not known yet
 
     def add(self, step: Step) -> Step:
@@ -146,7 +149,7 @@ class _Session:
         self.agents.pop(agent, None)
         self.agents[agent] = call_id
         if len(self.agents) > MAX_AGENTS:
-            del self.agents[next(iter(self.agents))]
+            self.agents.popitem(last=False)
 
     def open_call(self, call_id: Any, tool: Any, args: Any, **fields: Any) -> Step:
         key = str(call_id) if call_id is not None else None
@@ -164,7 +167,7 @@ class _Session:
             self.answered.pop(key, None)  # answered long ago: no event names it any more
             self.waiting[key] = (len(self.run.steps) - 1, step)
             if len(self.waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
-                del self.waiting[next(iter(self.waiting))]
+                self.waiting.popitem(last=False)
         return step
 
 

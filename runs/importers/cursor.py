@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -93,7 +94,9 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     steps = StepSpool()
     run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
-    waiting: dict[int, Step] = {}  # id(call) -> a call without its result, oldest first
+    # id(call) -> a call without its result, oldest first (an OrderedDict: the oldest goes,
+    # and the newest is read, without the scan past empty slots a dict would need)
+    waiting: OrderedDict[int, Step] = OrderedDict()
     steps.hold = lambda step: id(step) in waiting
     for line, record in reader:
         try:
@@ -113,7 +116,7 @@ def _add(run: Run, step: Step, limits: Limits) -> Step:
     return add_step(run, step, limits=limits, source="")  # parse names the file and line
 
 
-def _line(run: Run, record: dict, waiting: dict[int, Step], limits: Limits) -> None:
+def _line(run: Run, record: dict, waiting: OrderedDict[int, Step], limits: Limits) -> None:
     if not _is_line(record):
         raise TraceError("expected {role: user|assistant, message: {content}}", field="role")
     role, content = record["role"], record["message"]["content"]
@@ -137,12 +140,12 @@ def _line(run: Run, record: dict, waiting: dict[int, Step], limits: Limits) -> N
             step.id = str(block["id"]) if block.get("id") else None
             waiting[id(step)] = _add(run, step, limits)
             if len(waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
-                del waiting[next(iter(waiting))]
+                waiting.popitem(last=False)
         elif kind in RESULTS:
             _result(run, block, waiting, limits)
 
 
-def _result(run: Run, block: dict, waiting: dict[int, Step], limits: Limits) -> None:
+def _result(run: Run, block: dict, waiting: OrderedDict[int, Step], limits: Limits) -> None:
     call_id = block.get("tool_use_id")
     named = str(call_id) if call_id else None
     call = next((s for s in waiting.values() if s.id == named), None) if named else None

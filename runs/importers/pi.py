@@ -50,7 +50,7 @@ One run per file. Every line is an entry `{type, id?, parentId?, timestamp, …}
 from __future__ import annotations
 
 import os
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -154,10 +154,12 @@ class _State:
     limits: Limits
     skips: Any
     run: Run
-    # entry id -> its last step (the newest MAX_ENTRIES entries)
-    anchors: dict[str, str | None] = field(default_factory=dict)
+    # entry id -> its last step (the newest MAX_ENTRIES entries). The bounded look-backs are
+    # OrderedDicts: a dict whose oldest keys keep going finds its next oldest in time that
+    # grows with the keys gone before (next(iter()) skips their empty slots)
+    anchors: OrderedDict[str, str | None] = field(default_factory=OrderedDict)
     # toolCallId -> its call, waiting for its result (the newest MAX_OPEN_CALLS)
-    calls: dict[str, Step] = field(default_factory=dict)
+    calls: OrderedDict[str, Step] = field(default_factory=OrderedDict)
     waiting: set[int] = field(default_factory=set)  # id() of the calls in `calls`
     known: HashSet = field(default_factory=HashSet)  # every toolCallId read
     by_stream: set[int] = field(default_factory=set)  # answered by tool_execution_end only
@@ -187,7 +189,7 @@ class _State:
         """`entry_id`'s last step is `step_id` (the newest MAX_ENTRIES entries are kept)."""
         self.anchors[entry_id] = step_id
         if len(self.anchors) > MAX_ENTRIES:
-            del self.anchors[next(iter(self.anchors))]
+            self.anchors.popitem(last=False)
 
     def wait(self, call_id: str, step: Step) -> None:
         """`step` waits for the result of `call_id` (the newest MAX_OPEN_CALLS wait)."""
