@@ -46,8 +46,11 @@ different; `claude-code-turns` is the same with a user prompt every 200 calls.
 `codex-session` is one Codex rollout (0.1xx unified exec) of distinct `exec_command` calls,
 each a reasoning item and its event, the call, an `exec_command_end` repeating the output,
 the framed output and a token_count, with a user turn every 200 calls and the same failing
-`pytest` call five times every 1,000. `--through` measures each file three ways, each in a
-process of its own. `parse` is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
+`pytest` call five times every 1,000. `copilot-session` (Copilot CLI events.jsonl),
+`pi-session` (a v3 pi session, one chain) and `cursor-transcript` (a Cursor agent
+transcript) are one session each, shaped as their samples are (see each writer), with a user
+turn every 200 calls and the same failing call five times every 1,000. `--through` measures
+each file three ways, each in a process of its own. `parse` is `iter_runs`. `scan` is `loopboard scan --json`. `worker` stores the file as an upload in
 the configured database (DATABASE_URL; not measured), then runs what the worker does with
 it, the import and then the analysis, in one process with Django; its project is deleted
 afterwards. `--dir DIR` keeps the generated files for the next run.
@@ -77,6 +80,26 @@ spool (runs/importers/kit/spool.py), which bounds native JSONL and Claude Code s
 The codex-session rows were measured 2026-12-04 at load average 1.3 to 3.2: before is
 commit ec84fff (the rollout held whole), after is 68bdbcd (its steps spooled). The 192,588
 calls make 386,139 steps (each call and its reasoning, and the user turns).
+
+Measured 2026-12-06 at load average 2.3 to 5, with other work on the machine. Before is
+commit 63863c3 (each session held whole); after is the spool in copilot_cli.py (f492061),
+pi.py (1ad29fb) and cursor.py (d208d7c).
+
+    format            through      MB    steps   s before  s after   peak RSS MB  before  after
+    copilot-session   parse    1073.7   681607      50.4    177.1                 1108     61
+    copilot-session   scan     1073.7   681607      69.2     93.3                 1109     62
+    copilot-session   worker   1073.7   681607     172.7    119.5                 2360    145
+    pi-session        parse    1073.7   477371      28.4     53.7                 1222     87
+    pi-session        scan     1073.7   477371      28.4     47.4                 1222     86
+    pi-session        worker   1073.7   477371     105.3     98.2                 2416    160
+    cursor-transcript parse    1073.7   729734      32.0     61.7                 1450     49
+    cursor-transcript scan     1073.7   729734      65.7     77.6                 1464     59
+    cursor-transcript worker   1073.7   729734     168.0    128.9                 2911    265
+
+The machine was busy (tests ran beside the Copilot parse). Back to back later, at load
+average about 4.5, parse took 80.8 s after against 66.2 s before for copilot-session, and
+54.7 s against 26.1 s for pi-session: the spool's writes and the two passes that finish the
+run. The Cursor worker peak grows with the file (139 MB at --mb 256), the others' do not.
 
 The Claude Code scan and worker figures stay over 300 MB because of the engine, not the
 steps. It keeps about 425 bytes for each distinct call within a turn (tracemalloc: 299 MB
