@@ -246,7 +246,7 @@ class Monitor:
         self._incidents: dict[tuple[Any, ...], _Incident] = {}  # key (detector first) -> it
         self._fired: list[Finding] = []
         self._live = True  # observe() returns what fires; analyze() only wants the end
-        self._hit = False  # a warn/stop was reported on the current step
+        self._hit = 0  # the rank of the worst warn/stop reported on the current step
         self._quota: dict[str, list[int]] = {}  # tool -> first seqs
         self._quota_n: dict[str, int] = {}  # tool -> calls
         self._keep_ledger = keep_ledger
@@ -396,8 +396,8 @@ class Monitor:
         severity, threshold, rule = level
         inc = self._incidents.get(key)
         if inc is None:
-            if secondary and self._hit:
-                return
+            if secondary and _RANK[severity] <= self._hit:
+                return  # (quiet where a finding as severe explains the step)
             start = min(seqs) if seqs else self._last_seq
             inc = _Incident(key[0], start, self._last_seq, tool, signature)
             self._incidents[key] = inc
@@ -410,8 +410,8 @@ class Monitor:
             inc.last_steps, inc.last_tokens = self.steps, self._tokens
             inc.last_cost, inc.last_time = self._cost, self._time
             self._waste_memo = None
-        if severity != "info":
-            self._hit = True
+        if severity != "info" and _RANK[severity] > self._hit:
+            self._hit = _RANK[severity]
         if not rises:
             return
         inc.severity, inc.threshold, inc.rule = severity, threshold, rule
@@ -431,7 +431,7 @@ class Monitor:
         """Feed one step (in order); return the findings that fire or escalate on it."""
         if self._live:
             self._fired = []  # a new list each step: the caller may keep the last one
-        self._hit = False
+        self._hit = 0
         self.last_repeat = None
         self.steps += 1
         self._last_seq = step.seq
@@ -537,9 +537,14 @@ class Monitor:
             self._osc.observe(lane.osc, ev, self)
         # (a success whose result is unknown counts as a new result: skipping it would hide
         # the progress it may stand for, and blanking a result must never make a loop)
-        if plan.repeat and not invalid and known_args and sequential:
-            self._repeat.observe(lane.repeat, ev, self)
-        if plan.mutfail and not invalid and known_args and sequential:
+        if plan.repeat and not invalid and sequential:
+            if known_args:
+                self._repeat.observe(lane.repeat, ev, self)
+                if ev.cycle_level is not None and ev.cycle_period:
+                    self._osc.escalate(lane.osc, ev, ev.cycle_level, self)
+            elif error and lane.repeat.fails:
+                self._repeat.unknown_failure(lane.repeat, ev)
+        if plan.mutfail and not invalid and sequential:  # (an unknown call is another call)
             self._mutfail.observe(lane.mutfail, ev, self)
         if (
             plan.blocker and sequential and (error or lane.blocker.groups)

@@ -75,9 +75,9 @@ class Event:
     """One tool call as the detectors see it: the step plus its signatures."""
 
     __slots__ = (
-        "args", "batch_id", "canonical", "epoch", "fault", "group_count", "in_cycle", "invalid",
-        "known_args", "known_result", "outcome", "quiet", "rdig", "repeat_of", "result", "seq",
-        "settings", "sig", "status", "tool",
+        "args", "batch_id", "canonical", "cycle_count", "cycle_level", "cycle_period", "epoch",
+        "fault", "group_count", "in_cycle", "invalid", "known_args", "known_result", "outcome",
+        "quiet", "rdig", "repeat_of", "result", "seq", "settings", "sig", "status", "tool",
     )  # fmt: skip
 
     def __init__(self, settings: ToolSettings) -> None:
@@ -103,12 +103,19 @@ class Event:
         self.repeat_of: int | None = None  # set by the repeat detector, read by the ledger
         self.group_count = 1
         self.in_cycle = False  # set by oscillation: the repeat detector leaves it to the cycle
+        # set by oscillation when the cycle is not yet a loop of its own: its period and
+        # full cycles; the repeat detector sets cycle_level when its count reached a level
+        self.cycle_period = 0
+        self.cycle_count = 0
+        self.cycle_level: Level | None = None
 
     def clear_marks(self) -> None:
         """Forget what detectors marked on the previous call."""
         self.repeat_of = None
         self.group_count = 1
         self.in_cycle = False
+        self.cycle_period = 0
+        self.cycle_level = None
 
 
 def add_seq(seqs: list[int], seq: int) -> None:

@@ -299,6 +299,8 @@ class Blocker:
             return
         fault = ev.fault
         if fault is None or not fault.strong:
+            if not ev.known_result and state.groups:
+                self._unknown_failure(state, ev)
             return
         target = self.target(ev)
         if target.startswith("file:"):
@@ -354,6 +356,25 @@ class Blocker:
             (ev.tool, group.targets, group.tools, host, group.count, group.first_seq, line),
             True,
         )  # fmt: skip
+
+    def _unknown_failure(self, state: BlockerState, ev: Event) -> None:
+        """A failure whose error the trace does not carry could be any error: after a change,
+        one that fails differently moved the failure, so this one forgets, as a different
+        error would, what failed before the change in every scope it could belong to (its
+        tool's; its host's; with unknown arguments too, every host's). It counts against
+        no blocker: two unknowns are never the same error."""
+        scopes = [ev.tool]
+        if not ev.known_args:
+            scopes += [scope for scope in state.groups if scope.startswith(HOST)]
+        else:
+            target = self.target(ev)
+            if target.startswith("host:"):
+                scopes.append(HOST + target[5:])
+        for scope in scopes:
+            faults = state.groups.get(scope)
+            for key in [k for k, group in (faults or {}).items() if group.epoch != ev.epoch]:
+                del faults[key]  # type: ignore[union-attr]
+        state.tidy()
 
     def _success(self, state: BlockerState, ev: Event) -> None:
         """A success re-arms what it is related to (see the module docstring)."""

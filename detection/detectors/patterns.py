@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import digest
-from .base import MAX_SEQS, Event, add_seq, advice, short
+from .base import MAX_SEQS, Event, Level, add_seq, advice, short
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -151,8 +151,8 @@ class Oscillation:
             if match == 1:
                 state.named[period] = None
                 state.start[period] = when[-1 - period]
-                seqs.clear()
-                seqs.extend(when[-1 - period : -1])
+                # a new list: a finding of the streak before keeps the seqs it was given
+                seqs = state.seqs[period] = when[-1 - period : -1]
             add_seq(seqs, ev.seq)
             if reported or match < period or state.same >= period:
                 continue  # (the last `period` calls all alike: a repeat, not a cycle)
@@ -164,24 +164,39 @@ class Oscillation:
             cycles = 1 + match // period
             level = ev.settings.thresholds["oscillation"].level(cycles)
             if level is None:
+                # Not yet a loop as a cycle. Should the repeat of this call be one, the cycle
+                # reports it (``escalate``): found as it would be without the cycle.
+                if ev.cycle_period == 0:
+                    ev.cycle_period, ev.cycle_count = period, cycles
                 continue
             reported = True
-            named = state.named[period]
-            if named is None:
-                block_keys = keys[-period:]
-                rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
-                tools = set(state.tools[-period:])
-                tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
-                named = ("cycle:" + digest(rotation), tool)
-                state.named[period] = named
-            signature, tool = named
-            # (the message's calls are read from the state when it is made: report() calls
-            # it at once, and only when the finding fires or escalates)
-            out.report(
-                ("oscillation", signature, state.start[period]), level, cycles, tool,
-                signature, seqs, _cycle_message_now,
-                (period, state.tools, cycles, state.start[period], recent, when), False,
-            )  # fmt: skip
+            self._fire(state, period, cycles, level, out)
+
+    def escalate(self, state: OscState, ev: Event, level: Level, out: Monitor) -> None:
+        """Report the cycle the call is in at the level its repeat reached. The repeat
+        detector leaves a call inside a cycle to the cycle, so a loop that the repeat count
+        finds before the cycle count does is still found, and named as the cycle."""
+        self._fire(state, ev.cycle_period, ev.cycle_count, level, out)
+
+    def _fire(self, state: OscState, period: int, cycles: int, level: Level, out: Monitor) -> None:
+        keys = state.keys
+        named = state.named[period]
+        if named is None:
+            block_keys = keys[-period:]
+            rotation = min(block_keys[i:] + block_keys[:i] for i in range(period))
+            tools = set(state.tools[-period:])
+            tool = next(iter(tools)) if len(tools) == 1 else ",".join(sorted(tools))
+            named = ("cycle:" + digest(rotation), tool)
+            state.named[period] = named
+        signature, tool = named
+        start = state.start[period]
+        # (the message's calls are read from the state when it is made: report() calls it at
+        # once, and only when the finding fires or escalates)
+        out.report(
+            ("oscillation", signature, start), level, cycles, tool, signature,
+            state.seqs[period], _cycle_message_now,
+            (period, state.tools, cycles, start, state.args, state.when), False,
+        )  # fmt: skip
 
     def predict(self, state: OscState, ev: Event) -> list[tuple[Any, ...]]:
         """Assume the call's result repeats too: would it complete another cycle?"""

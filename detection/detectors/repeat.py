@@ -26,7 +26,7 @@ class Group:
 
     __slots__ = (
         "calls", "changes", "count", "epoch", "fault", "first_known", "first_seq", "last_new",
-        "results", "seqs",
+        "results", "seqs", "tool",
     )  # fmt: skip
 
     def __init__(self, seq: int, epoch: int, result: str) -> None:
@@ -37,7 +37,9 @@ class Group:
         self.count = 1  # calls that brought nothing new, counting the first
         self.seqs = [seq]
         self.last_new = True
-        self.fault = ""  # failures: the last error's fingerprint
+        # failures: the last error's fingerprint (None: unknown, it never fails "the same way")
+        self.fault: str | None = ""
+        self.tool = ""  # failures: the tool
         self.changes = 0  # failures: changes (epochs) they stayed the same across
         self.first_known = result[:1] != "?"  # the first call's result is in the trace
 
@@ -46,7 +48,7 @@ class Group:
         twin.results = dict(self.results)
         twin.calls, twin.count, twin.seqs = self.calls, self.count, list(self.seqs)
         twin.last_new, twin.fault, twin.changes = self.last_new, self.fault, self.changes
-        twin.first_known = self.first_known
+        twin.first_known, twin.tool = self.first_known, self.tool
         return twin
 
 
@@ -208,7 +210,9 @@ class Repeat:
         ev.repeat_of = first
         ev.group_count = group.count
         level = threshold.level(group.count)
-        if level is not None and not ev.in_cycle:
+        if level is not None and ev.in_cycle:
+            ev.cycle_level = level  # the cycle it is in reports it (Oscillation.escalate)
+        elif level is not None:
             out.report(
                 ("repeat", sig, "ok", group.first_seq), level, group.count, ev.tool, sig,
                 group.seqs, _repeat_message,
@@ -217,10 +221,12 @@ class Repeat:
 
     def _failure(self, state: RepeatState, ev: Event, out: Monitor) -> None:
         group = state.fails.get(ev.sig)
-        fault = ev.fault.key if ev.fault is not None else ""
-        if group is None or (group.epoch != ev.epoch and group.fault != fault):
+        # A re-check after a change is still stuck only if it fails the same way, which a
+        # failure whose error the trace does not carry (unknown) can never be said to.
+        fault = (ev.fault.key if ev.fault is not None else "") if ev.known_result else None
+        if group is None or (group.epoch != ev.epoch and (fault is None or group.fault != fault)):
             group = state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
-            group.fault = fault  # new, or a re-check after a change that fails differently
+            group.fault, group.tool = fault, ev.tool  # new, or a re-check that fails differently
             return
         if group.epoch != ev.epoch:  # a re-check after a change that fails the same way
             group.changes += 1
@@ -232,13 +238,23 @@ class Repeat:
         ev.repeat_of = group.first_seq
         ev.group_count = group.count
         level = ev.settings.thresholds["repeat"].level(group.count)
-        if level is not None and not ev.in_cycle:
+        if level is not None and ev.in_cycle:
+            ev.cycle_level = level  # the cycle it is in reports it (Oscillation.escalate)
+        elif level is not None:
             out.report(
                 ("repeat", ev.sig, "error", group.first_seq), level, group.count, ev.tool,
                 ev.sig, group.seqs, _failure_message,
                 (ev.tool, ev.args, ev.result, group.count, group.first_seq, group.changes),
                 False,
             )  # fmt: skip
+
+    def unknown_failure(self, state: RepeatState, ev: Event) -> None:
+        """A failure whose arguments the trace does not carry could be any of its tool's
+        calls, failing with any error: each failing call of the tool may since have failed
+        differently, so none of them fails "the same way" across a change any more."""
+        for group in state.fails.values():
+            if group.tool == ev.tool:
+                group.fault = None
 
     def predict(self, state: RepeatState, ev: Event) -> list[tuple[Any, ...]]:
         """Return (level, count, seqs, message) the call would reach if its result repeats."""

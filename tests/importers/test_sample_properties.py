@@ -4,7 +4,10 @@ shapes no sample has; these cover what the importers really make of each format)
 
 - wrapping steps in extra spans, at any depth, never changes a finding or the verdict;
 - a call whose arguments or result are blanked (unknown) is never part of a loop (a failed
-  or invalid call still failed: the failure detectors may count it).
+  or invalid call still failed: the failure detectors may count it);
+- blanking never adds a loop: the verdict never rises, and each warn/stop finding of the
+  blanked run shares a call with one of the run's own (tests/detection/test_unknowns.py
+  says why it may be named by another detector).
 
 Part 3's invariant over the same files is tests/importers/test_invariants.py.
 
@@ -90,3 +93,28 @@ def test_a_blanked_call_of_any_sample_is_never_part_of_a_loop(path, what):
             assert not unknown & set(finding.seqs), (name_of(path), run.id, finding)
             if finding.detector in ("repeat", "oscillation"):
                 assert not unknown_args & set(finding.seqs), (name_of(path), run.id, finding)
+
+
+@pytest.mark.parametrize("what", ["args", "result", "both"])
+@pytest.mark.parametrize("path", TRACES, ids=name_of)
+def test_blanking_any_sample_s_calls_never_adds_a_loop(path, what):
+    """(It found a trap case, trap_build_fix_cycle.jsonl, judged stop with the results of
+    its failing `make` runs blanked: each unknown failure after an edit "failed the same
+    way" as the one before it.)"""
+    for run in iter_runs(path):
+        run.steps = list(run.steps)
+        plain = analyze(copy.deepcopy(run))
+        loops = [set(f.seqs) for f in plain.findings if RANK[f.severity] >= RANK["warn"]]
+        calls = [index for index, step in enumerate(run.steps) if step.kind == "tool_call"]
+        for chosen in (calls[1::2], calls[0::2]):
+            blanked = copy.deepcopy(run)
+            for index in chosen:
+                if what in ("args", "both"):
+                    blanked.steps[index].args = None
+                if what in ("result", "both"):
+                    blanked.steps[index].result = None
+            after = analyze(blanked)
+            assert RANK[after.verdict] <= RANK[plain.verdict], (name_of(path), run.id)
+            for finding in after.findings:
+                if RANK[finding.severity] >= RANK["warn"]:
+                    assert any(set(finding.seqs) & loop for loop in loops), (run.id, finding)
