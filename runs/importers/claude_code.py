@@ -107,7 +107,7 @@ from .content import content_text, number, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .errors import TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import HashSet, StepSpool
+from .kit.spool import HashSet, Recent, StepSpool
 from .reading import JsonlReader, Limits, clip_strings
 
 name = "claude-code"
@@ -244,8 +244,15 @@ class _State:
     source: str
     run: Run
     line: int | None = None  # the line being read
-    messages: dict[str, _Message] = field(default_factory=dict)  # the newest MAX_MESSAGES
-    calls: dict[str, Step] = field(default_factory=dict)  # tool_use id -> newest call step
+    # message id -> its blocks so far (the newest MAX_MESSAGES, by their first record)
+    messages: Recent[str, _Message] = field(
+        default_factory=lambda: Recent(MAX_MESSAGES, refresh=False)
+    )
+    # tool_use id -> newest call step with it (MAX_OPEN_CALLS + MAX_ANSWERED ids, by the
+    # first call with the id: a reused id keeps its place)
+    calls: Recent[str, Step] = field(
+        default_factory=lambda: Recent(MAX_OPEN_CALLS + MAX_ANSWERED, refresh=False)
+    )
     settled: deque = field(default_factory=deque)  # tool_use ids answered, oldest first
     answered: set[int] = field(default_factory=set)  # the answered call steps in `calls` (id())
     uuids: HashSet = field(default_factory=HashSet)
@@ -254,7 +261,10 @@ class _State:
     context: Counter = field(default_factory=Counter)  # tree records that give no step
     blocked: dict[str, str] = field(default_factory=dict)  # tool_use id -> hook's reason
     aborted: set[str] = field(default_factory=set)  # message ids cut off mid-stream
-    task_of: dict[str, str] = field(default_factory=dict)  # sidechain record uuid -> Task id
+    # sidechain record uuid -> Task id (the newest MAX_SIDECHAIN_LINKS, by their first link)
+    task_of: Recent[str, str] = field(
+        default_factory=lambda: Recent(MAX_SIDECHAIN_LINKS, refresh=False)
+    )
     branched: bool = False  # some step is a sub-agent's (its lane says under which Task call)
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -263,9 +273,7 @@ class _State:
         return self.run.steps
 
     def link_task(self, uuid: str, task: str) -> None:
-        self.task_of[uuid] = task
-        if len(self.task_of) > MAX_SIDECHAIN_LINKS:
-            del self.task_of[next(iter(self.task_of))]
+        self.task_of.put(uuid, task)
 
 
 def _waiting(step: Step) -> bool:
@@ -644,9 +652,8 @@ def _assistant(state: _State, record: dict[str, Any]) -> None:
     msg_id = str(message.get("id") or record.get("uuid") or len(state.steps))
     entry = state.messages.get(msg_id)
     if entry is None:
-        entry = state.messages[msg_id] = _Message()
-        if len(state.messages) > MAX_MESSAGES:
-            del state.messages[next(iter(state.messages))]
+        entry = _Message()
+        state.messages.put(msg_id, entry)
     if isinstance(message.get("usage"), dict):
         entry.usage = message["usage"]
     if record.get("isAbortedMidStream") is True:
@@ -705,9 +712,9 @@ def _assistant_block(
         earlier = state.calls.get(call_id)
         if earlier is not None:
             state.answered.discard(id(earlier))  # (answered holds only steps in `calls`)
-        state.calls[call_id] = step  # the newest call with this id answers its results
-        if len(state.calls) > MAX_OPEN_CALLS + MAX_ANSWERED:
-            _forget_call(state, next(iter(state.calls)))  # the oldest: no result came for it
+        gone = state.calls.put(call_id, step)  # the newest call with this id answers its results
+        if gone is not None:  # the oldest: no result came for it (`answered` goes with it)
+            state.answered.discard(id(gone[1]))
         return _add(state, record, step)
     return None
 

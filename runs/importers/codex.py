@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -99,7 +99,7 @@ from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, sample_of, share
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import HashSet, StepSpool
+from .kit.spool import HashSet, Recent, StepSpool
 from .reading import JsonlReader, Limits, clip_json, clip_strings
 
 name = "codex"
@@ -230,19 +230,30 @@ class _State:
     source: str
     run: Run
     line: int | None = None  # the line being read
-    calls: dict[str, Step] = field(default_factory=dict)  # call id -> call awaiting output
+    # call id -> call awaiting output (the newest MAX_OPEN_CALLS)
+    calls: Recent[str, Step] = field(default_factory=lambda: Recent(MAX_OPEN_CALLS, refresh=True))
     # call id -> latest call with it (the newest MAX_OPEN_CALLS + MAX_ANSWERED)
-    by_call: dict[str, Step] = field(default_factory=dict)
+    by_call: Recent[str, Step] = field(
+        default_factory=lambda: Recent(MAX_OPEN_CALLS + MAX_ANSWERED, refresh=True)
+    )
     known: HashSet = field(default_factory=HashSet)  # every call id read
-    explicit: dict[str, bool] = field(default_factory=dict)  # call id -> error, from events
+    # call id -> error, from events (the newest MAX_SIGNALS)
+    explicit: Recent[str, bool] = field(default_factory=lambda: Recent(MAX_SIGNALS, refresh=True))
     soft: set[str] = field(default_factory=set)  # call ids whose signal is item_completed's
     # running exec session -> its exec_command call (and that call's id)
-    sessions: dict[str, tuple[Step, str]] = field(default_factory=dict)
+    sessions: Recent[str, tuple[Step, str]] = field(
+        default_factory=lambda: Recent(MAX_SESSIONS, refresh=True)
+    )
     running: Counter = field(default_factory=Counter)  # id() of the calls in `sessions`
     poll_session: dict[str, str] = field(default_factory=dict)  # write_stdin call id -> session
     turn_calls: list[Step] = field(default_factory=list)
-    expected: dict[tuple[str, str], Counter] = field(default_factory=dict)
-    unpaired: dict[tuple[str, str], Counter] = field(default_factory=dict)
+    # (kind, source) -> text -> copies of it still to come from that source (MAX_COPIES texts)
+    expected: defaultdict[tuple[str, str], Recent[str, int]] = field(
+        default_factory=lambda: defaultdict(_copies)
+    )
+    unpaired: defaultdict[tuple[str, str], Recent[str, int]] = field(
+        default_factory=lambda: defaultdict(_copies)
+    )
     response: int = 0
     in_response: bool = False
     response_first: Step | None = None
@@ -401,28 +412,20 @@ def _key(text: str) -> str:
     return " ".join(text.split())
 
 
-def _put(mapping: dict, key: Any, value: Any, bound: int) -> Any:
-    """Set `key` as the newest entry of `mapping`; past `bound` entries the oldest goes:
-    return its key (None when none went)."""
-    mapping.pop(key, None)
-    mapping[key] = value
-    if len(mapping) > bound:
-        oldest = next(iter(mapping))
-        del mapping[oldest]
-        return oldest
-    return None
+def _copies() -> Recent[str, int]:
+    """Text -> copies of it to wait for, for the newest MAX_COPIES texts (newest by the
+    first copy waited for: one more copy keeps the text's place)."""
+    return Recent(MAX_COPIES, refresh=False)
 
 
-def _remember(counter: Counter, key: str) -> None:
+def _remember(counter: Recent[str, int], key: str) -> None:
     """Count one more copy to wait for (the newest MAX_COPIES texts are kept)."""
-    counter[key] += 1
-    if len(counter) > MAX_COPIES:
-        del counter[next(iter(counter))]
+    counter.put(key, counter.get(key, 0) + 1)
 
 
-def _take(counter: Counter, key: str) -> bool:
+def _take(counter: Recent[str, int], key: str) -> bool:
     """Take one copy of `key` waited for; False when none is."""
-    if not counter[key]:
+    if not counter.get(key):
         return False
     counter[key] -= 1
     if not counter[key]:
@@ -434,11 +437,11 @@ def _paired(state: _State, kind: str, text: str, origin: str) -> bool:
     """Return True when this text is a copy of a message already stepped from another of
     the three sources (response item, event, item_completed)."""
     key = _key(text)
-    if _take(state.expected.setdefault((kind, origin), Counter()), key):
+    if _take(state.expected[kind, origin], key):
         return True
     for other in ORIGINS:
         if other != origin:
-            _remember(state.expected.setdefault((kind, other), Counter()), key)
+            _remember(state.expected[kind, other], key)
     return False
 
 
@@ -460,7 +463,7 @@ def _reasoning_item(state: _State, summary: Any, when: float | None) -> None:
     parts = [part for part in parts if _key(part)]
     if not parts:
         return
-    events = state.unpaired.setdefault(("reasoning", "event"), Counter())
+    events = state.unpaired["reasoning", "event"]
     whole = _key("\n".join(parts))
     if len(parts) > 1 and _take(events, whole):  # one event held all the parts
         return
@@ -488,7 +491,7 @@ def _reasoning_event(state: _State, text: str, when: float | None) -> None:
         if not waiting:
             del state.reasoning_items[index]
         return
-    _remember(state.unpaired.setdefault(("reasoning", "event"), Counter()), key)
+    _remember(state.unpaired["reasoning", "event"], key)
     last = state.steps[-1] if state.steps else None
     if last is not None and last is state.event_reasoning and state.in_response:
         last.text = clip_strings(f"{last.text}\n{text}", state.limits.max_value_chars)
@@ -527,7 +530,7 @@ def _new_call(state: _State, call_id: str, tool: str, args: Any, when: float | N
     if len(state.turn_calls) >= 2 * MAX_OPEN_CALLS:
         _prune_turn(state)
     if call_id:
-        _put(state.by_call, call_id, step, MAX_OPEN_CALLS + MAX_ANSWERED)
+        state.by_call.put(call_id, step)
         state.known.add(call_id)
     return step
 
@@ -559,9 +562,9 @@ def _call(state: _State, payload: dict[str, Any], when: float | None) -> None:
     if kind == "web_search_call":
         set_result(step, None, error=payload.get("status") == "failed", limits=state.limits)
     elif call_id:
-        given_up = _put(state.calls, call_id, step, MAX_OPEN_CALLS)
+        given_up = state.calls.put(call_id, step)
         if given_up is not None:  # the oldest call still waiting: no output came for it
-            state.poll_session.pop(given_up, None)
+            state.poll_session.pop(given_up[0], None)
         if step.tool == "write_stdin" and isinstance(args, dict):
             session = args.get("session_id")
             if isinstance(session, str | int) and not isinstance(session, bool):
@@ -611,20 +614,24 @@ def _set_status(step: Step, error: bool) -> None:
 def _open_session(state: _State, session: str, call: Step, call_id: str) -> None:
     """Exec session `session` runs the command of `call` (the newest MAX_SESSIONS kept)."""
     _close_session(state, session)
-    state.sessions[session] = (call, call_id)
     state.running[id(call)] += 1
-    if len(state.sessions) > MAX_SESSIONS:
-        _close_session(state, next(iter(state.sessions)))
+    gone = state.sessions.put(session, (call, call_id))
+    if gone is not None:  # the oldest running session: its exit code is not waited for
+        _stop_running(state, gone[1][0])
 
 
 def _close_session(state: _State, session: str) -> tuple[Step | None, str]:
     """Forget exec session `session`; return its call and call id ((None, "") if none)."""
     call, call_id = state.sessions.pop(session, (None, ""))
     if call is not None:
-        state.running[id(call)] -= 1
-        if not state.running[id(call)]:
-            del state.running[id(call)]
+        _stop_running(state, call)
     return call, call_id
+
+
+def _stop_running(state: _State, call: Step) -> None:
+    state.running[id(call)] -= 1
+    if not state.running[id(call)]:
+        del state.running[id(call)]
 
 
 def _session_ended(state: _State, session: str, error: bool, when: float | None) -> None:
@@ -757,9 +764,9 @@ def _signal(state: _State, call_id: str, error: bool, *, soft: bool = False) -> 
         return
     if soft and call_id in state.explicit and call_id not in state.soft:
         return
-    gone = _put(state.explicit, call_id, error, MAX_SIGNALS)
+    gone = state.explicit.put(call_id, error)
     if gone is not None:
-        state.soft.discard(gone)
+        state.soft.discard(gone[0])
     if soft:
         state.soft.add(call_id)
     else:

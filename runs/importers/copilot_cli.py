@@ -30,7 +30,6 @@ Events -> steps (one run per file, id = `session.start.data.sessionId`):
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -41,7 +40,7 @@ from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
 from .errors import MAX_WARNINGS, TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import StepSpool
+from .kit.spool import Recent, StepSpool
 from .reading import JsonlReader, Limits
 
 name = "copilot-cli"
@@ -83,11 +82,10 @@ class _Session:
         self.run, self.limits = run, limits
         # call id -> (its place in the run, the call): calls waiting for their result, and
         # answered calls among the newest ANSWERED_STEPS steps (swept every ANSWERED_STEPS).
-        # OrderedDicts where the oldest goes: a dict finds its next oldest key in time that
-        # grows with the keys gone before (next(iter()) skips their empty slots)
-        self.waiting: OrderedDict[str, tuple[int, Step]] = OrderedDict()
+        self.waiting: Recent[str, tuple[int, Step]] = Recent(MAX_OPEN_CALLS, refresh=False)
         self.answered: dict[str, tuple[int, Step]] = {}
-        self.agents: OrderedDict[str, str] = OrderedDict()  # sub-agent id -> its task call id
+        # sub-agent id -> its task call id (the newest MAX_AGENTS named)
+        self.agents: Recent[str, str] = Recent(MAX_AGENTS, refresh=True)
         self.pending_agents: list[str] = []  # task calls whose sub-agent id is not known yet
 
     def add(self, step: Step) -> Step:
@@ -146,10 +144,7 @@ class _Session:
         return self.agents.get(agent)
 
     def name_agent(self, agent: str, call_id: str) -> None:
-        self.agents.pop(agent, None)
-        self.agents[agent] = call_id
-        if len(self.agents) > MAX_AGENTS:
-            self.agents.popitem(last=False)
+        self.agents.put(agent, call_id)
 
     def open_call(self, call_id: Any, tool: Any, args: Any, **fields: Any) -> Step:
         key = str(call_id) if call_id is not None else None
@@ -165,9 +160,7 @@ class _Session:
         )
         if key is not None:
             self.answered.pop(key, None)  # answered long ago: no event names it any more
-            self.waiting[key] = (len(self.run.steps) - 1, step)
-            if len(self.waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
-                self.waiting.popitem(last=False)
+            self.waiting.put(key, (len(self.run.steps) - 1, step))  # the oldest gives up waiting
         return step
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -36,7 +35,7 @@ from .detect import Claim, Sample, share
 from .errors import MAX_WARNINGS, TooManySteps, TraceError
 from .hook_logs import cursor_hooks, is_cursor_event
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import StepSpool
+from .kit.spool import Recent, StepSpool
 from .reading import JsonlReader, Limits, head_values, stream_head
 
 name = "cursor"
@@ -94,9 +93,8 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     reader = JsonlReader(stream, source=source, limits=limits, objects_only=True)
     steps = StepSpool()
     run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
-    # id(call) -> a call without its result, oldest first (an OrderedDict: the oldest goes,
-    # and the newest is read, without the scan past empty slots a dict would need)
-    waiting: OrderedDict[int, Step] = OrderedDict()
+    # id(call) -> a call without its result, oldest first (the newest MAX_OPEN_CALLS)
+    waiting: Recent[int, Step] = Recent(MAX_OPEN_CALLS, refresh=False)
     steps.hold = lambda step: id(step) in waiting
     for line, record in reader:
         try:
@@ -116,7 +114,7 @@ def _add(run: Run, step: Step, limits: Limits) -> Step:
     return add_step(run, step, limits=limits, source="")  # parse names the file and line
 
 
-def _line(run: Run, record: dict, waiting: OrderedDict[int, Step], limits: Limits) -> None:
+def _line(run: Run, record: dict, waiting: Recent[int, Step], limits: Limits) -> None:
     if not _is_line(record):
         raise TraceError("expected {role: user|assistant, message: {content}}", field="role")
     role, content = record["role"], record["message"]["content"]
@@ -138,14 +136,12 @@ def _line(run: Run, record: dict, waiting: OrderedDict[int, Step], limits: Limit
             args = block.get("input", block.get("args", block.get("arguments")))
             step = tool_step(tool=str(block.get("name") or "(unknown)"), args=args, limits=limits)
             step.id = str(block["id"]) if block.get("id") else None
-            waiting[id(step)] = _add(run, step, limits)
-            if len(waiting) > MAX_OPEN_CALLS:  # the oldest gives up waiting
-                waiting.popitem(last=False)
+            waiting.put(id(step), _add(run, step, limits))  # the oldest gives up waiting
         elif kind in RESULTS:
             _result(run, block, waiting, limits)
 
 
-def _result(run: Run, block: dict, waiting: OrderedDict[int, Step], limits: Limits) -> None:
+def _result(run: Run, block: dict, waiting: Recent[int, Step], limits: Limits) -> None:
     call_id = block.get("tool_use_id")
     named = str(call_id) if call_id else None
     call = next((s for s in waiting.values() if s.id == named), None) if named else None

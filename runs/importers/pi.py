@@ -50,7 +50,7 @@ One run per file. Every line is an entry `{type, id?, parentId?, timestamp, …}
 from __future__ import annotations
 
 import os
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -62,7 +62,7 @@ from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample
 from .errors import TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import HashSet, StepSpool
+from .kit.spool import HashSet, Recent, StepSpool
 from .reading import JsonlReader, Limits
 
 name = "pi"
@@ -154,12 +154,12 @@ class _State:
     limits: Limits
     skips: Any
     run: Run
-    # entry id -> its last step (the newest MAX_ENTRIES entries). The bounded look-backs are
-    # OrderedDicts: a dict whose oldest keys keep going finds its next oldest in time that
-    # grows with the keys gone before (next(iter()) skips their empty slots)
-    anchors: OrderedDict[str, str | None] = field(default_factory=OrderedDict)
+    # entry id -> its last step (the newest MAX_ENTRIES entries, by their first anchor)
+    anchors: Recent[str, str | None] = field(
+        default_factory=lambda: Recent(MAX_ENTRIES, refresh=False)
+    )
     # toolCallId -> its call, waiting for its result (the newest MAX_OPEN_CALLS)
-    calls: OrderedDict[str, Step] = field(default_factory=OrderedDict)
+    calls: Recent[str, Step] = field(default_factory=lambda: Recent(MAX_OPEN_CALLS, refresh=True))
     waiting: set[int] = field(default_factory=set)  # id() of the calls in `calls`
     known: HashSet = field(default_factory=HashSet)  # every toolCallId read
     by_stream: set[int] = field(default_factory=set)  # answered by tool_execution_end only
@@ -187,22 +187,22 @@ class _State:
 
     def anchor(self, entry_id: str, step_id: str | None) -> None:
         """`entry_id`'s last step is `step_id` (the newest MAX_ENTRIES entries are kept)."""
-        self.anchors[entry_id] = step_id
-        if len(self.anchors) > MAX_ENTRIES:
-            self.anchors.popitem(last=False)
+        self.anchors.put(entry_id, step_id)
 
     def wait(self, call_id: str, step: Step) -> None:
         """`step` waits for the result of `call_id` (the newest MAX_OPEN_CALLS wait)."""
         if call_id in self.calls:
             self.let_go(call_id)  # a repeated id: the earlier call gets no result any more
-        self.calls[call_id] = step
         self.waiting.add(id(step))
-        if len(self.calls) > MAX_OPEN_CALLS:
-            self.let_go(next(iter(self.calls)))
+        gone = self.calls.put(call_id, step)
+        if gone is not None:
+            self._stop_waiting(gone[1])
 
     def let_go(self, call_id: str) -> Step:
         """`call_id`'s call waits no more: a turn that stopped before it ran ends it now."""
-        step = self.calls.pop(call_id)
+        return self._stop_waiting(self.calls.pop(call_id))
+
+    def _stop_waiting(self, step: Step) -> Step:
         self.waiting.discard(id(step))
         self.by_stream.discard(id(step))
         _not_run(self, step)

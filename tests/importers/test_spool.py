@@ -18,7 +18,7 @@ import detection
 from detection.model import Step
 from runs.importers import iter_runs
 from runs.importers.kit import spool
-from runs.importers.kit.spool import HashSet, StepSpool
+from runs.importers.kit.spool import HashSet, Recent, StepSpool
 
 
 def _step(n: int) -> Step:
@@ -85,6 +85,53 @@ def test_the_hash_set_grows_and_tells_members():
     assert all(seen.add(f"id{n}") for n in range(5000))
     assert not seen.add("id42")
     assert "id4999" in seen and "id5000" not in seen and len(seen) == 5000
+
+
+def test_a_recent_mapping_keeps_the_newest_entries_and_gives_back_the_oldest_that_goes():
+    recent: Recent[str, int] = Recent(3, refresh=True)
+    assert [recent.put(key, n) for n, key in enumerate("abc")] == [None, None, None]
+    assert recent.put("d", 3) == ("a", 0)
+    assert recent.put("e", 4) == ("b", 1)
+    assert list(recent.items()) == [("c", 2), ("d", 3), ("e", 4)]
+    del recent["d"]  # a key let go of early: the next put fills its room, nothing goes
+    assert recent.put("f", 5) is None and list(recent) == ["c", "e", "f"]
+
+
+def test_a_recent_mapping_that_refreshes_moves_a_key_put_again_to_the_newest_place():
+    recent: Recent[str, int] = Recent(3, refresh=True)
+    for n, key in enumerate("abc"):
+        recent.put(key, n)
+    assert recent.put("a", 9) is None and list(recent.items()) == [("b", 1), ("c", 2), ("a", 9)]
+    assert recent.put("d", 3) == ("b", 1)
+
+
+def test_a_recent_mapping_that_does_not_refresh_keeps_a_key_put_again_in_its_first_place():
+    recent: Recent[str, int] = Recent(3, refresh=False)
+    for n, key in enumerate("abc"):
+        recent.put(key, n)
+    assert recent.put("a", 9) is None and list(recent.items()) == [("a", 9), ("b", 1), ("c", 2)]
+    assert recent.put("d", 3) == ("a", 9)
+
+
+def test_a_recent_mapping_goes_oldest_first_over_many_puts_as_a_list_of_its_keys_would():
+    rnd = random.Random(7)
+    for refresh in (True, False):
+        recent: Recent[int, int] = Recent(50, refresh=refresh)
+        order: list[int] = []  # the keys, oldest first, kept the slow plain way
+        for n in range(5000):
+            key = rnd.randrange(200)
+            if key in order and rnd.random() < 0.2:
+                order.remove(key)
+                del recent[key]
+                continue
+            if key in order and refresh:
+                order.remove(key)
+            if key not in order:
+                order.append(key)
+            oldest = order.pop(0) if len(order) > 50 else None
+            gone = recent.put(key, n)
+            assert (gone[0] if gone is not None else None) == oldest
+            assert list(recent) == order and recent[key] == n
 
 
 def _native(n: int, seed: int) -> bytes:

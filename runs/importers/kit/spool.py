@@ -18,6 +18,10 @@ The kit finishes a spooled run by passes over it (`rewrite`: one spool read into
 step by step), so the merge of copies, unique ids, numbering and lanes cost one window each;
 see kit.steps.finish_run and lanes.assign_lanes. A run whose steps stay a list is finished as
 before, whole.
+
+Beside the spool, what a reader of a long run looks back at, in bounded memory: `HashSet`,
+every id seen, and `Recent`, the newest entries of a mapping (calls waiting for their result,
+ids a later record may name).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import os
 import pickle
 import tempfile
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 
 from detection.model import Step
@@ -319,3 +324,35 @@ class HashSet:
                     slot = (slot + 1) & mask
                 table[slot] = code
         self._table, self._mask = table, mask
+
+
+class Recent[K, V](OrderedDict[K, V]):
+    """A bounded look-back: the newest `bound` entries, oldest first. `put(key, value)` is
+    the bounded insert: past `bound` entries the oldest goes and `put` returns it as
+    `(key, value)` (None when none went), for a caller that lets go of what it held. A key
+    put again gets the new value and, with `refresh`, moves to the newest place (it goes
+    last); without, it keeps the place it was first put in (it goes as early as before).
+
+    Everything else is an OrderedDict's (`get`, `pop`, `in`, `del`, `values()`, …), which
+    finds its oldest entry at once however many went before, where a dict's `next(iter(d))`
+    skips the slots of the keys deleted before it. Item assignment is not bounded: use it
+    only to change an entry already in (it keeps its place)."""
+
+    __slots__ = ("bound", "refresh")
+
+    def __init__(self, bound: int, *, refresh: bool) -> None:
+        super().__init__()
+        self.bound = bound
+        self.refresh = refresh
+
+    def put(self, key: K, value: V) -> tuple[K, V] | None:
+        """Set `key` to `value` (see the class); return the entry that went, if one did."""
+        if key in self:
+            self[key] = value
+            if self.refresh:
+                self.move_to_end(key)
+            return None
+        self[key] = value
+        if len(self) > self.bound:
+            return self.popitem(last=False)
+        return None
