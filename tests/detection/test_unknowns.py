@@ -32,6 +32,18 @@ def runs(draw):
     return steps
 
 
+def _blank(steps, data, what):
+    """Blank the arguments, the results or both of some of the run's calls; return them."""
+    calls = [step for step in steps if step.kind == "tool_call"]
+    blanked = data.draw(st.lists(st.sampled_from(calls), unique_by=id) if calls else st.just([]))
+    for step in blanked:
+        if what in ("args", "both"):
+            step.args = None
+        if what in ("result", "both"):
+            step.result = None
+    return blanked
+
+
 def _loops(analysis):
     """The warn/stop findings by detector (info, such as a streak, is never a verdict)."""
     counts = {}
@@ -50,13 +62,7 @@ def test_a_blanked_call_is_never_part_of_a_loop(steps, data, what):
     may still change other findings: a call whose arguments are unknown breaks the cycle it
     was part of, and a repeat that the cycle claimed is then seen; see the test below.)
     """
-    calls = [step for step in steps if step.kind == "tool_call"]
-    blanked = data.draw(st.lists(st.sampled_from(calls), unique_by=id) if calls else st.just([]))
-    for step in blanked:
-        if what in ("args", "both"):
-            step.args = None
-        if what in ("result", "both"):
-            step.result = None
+    blanked = _blank(steps, data, what)
     unknown = {step.seq for step in blanked if step.status != "error"}
     unknown_args = {step.seq for step in blanked if step.args is None}
     for finding in analyze(steps).findings:
@@ -108,13 +114,7 @@ def test_blanking_arguments_or_results_never_adds_a_finding(steps, data, what):
     finding whose seqs a later cycle of the same period overwrote.
     """
     plain = analyze(copy.deepcopy(steps))
-    calls = [step for step in steps if step.kind == "tool_call"]
-    blanked = data.draw(st.lists(st.sampled_from(calls), unique_by=id) if calls else st.just([]))
-    for step in blanked:
-        if what in ("args", "both"):
-            step.args = None
-        if what in ("result", "both"):
-            step.result = None
+    _blank(steps, data, what)
     after = analyze(steps)
     assert RANK[after.verdict] <= RANK[plain.verdict], (what, after.findings)
     loops = _flagged(plain)

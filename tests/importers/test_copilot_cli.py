@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import detection
 from runs.importers import TraceError, copilot_cli, detect_format, iter_runs
-from runs.importers.kit import spool
 from runs.importers.kit.spool import StepSpool
+from tests.importers.spooling import held_and_spooled
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "importers" / "copilot_cli_events.jsonl"
 
@@ -175,27 +174,12 @@ def _copilot(calls: int, seed: int) -> bytes:
     return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
 
 
-def _both(data: bytes, monkeypatch, window: int = 32):
-    """The same file read with its run held whole, and through a spool of a small window."""
-    monkeypatch.setattr(spool, "WINDOW", 100_000)
-    (whole,) = iter_runs(data, source="events.jsonl", format="copilot-cli")
-    monkeypatch.setattr(spool, "WINDOW", window)
-    (spooled,) = iter_runs(data, source="events.jsonl", format="copilot-cli")
-    assert isinstance(whole.steps, list)
-    assert list(spooled.steps) == whole.steps
-    assert (spooled.id, spooled.metadata, spooled.warnings) == (
-        whole.id,
-        whole.metadata,
-        whole.warnings,
-    )
-    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
-    return whole, spooled
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_a_spooled_session_reads_as_the_same_session_held_whole(monkeypatch, seed):
     monkeypatch.setattr(copilot_cli, "ANSWERED_STEPS", 500)  # so "call_again" is reused
-    whole, spooled = _both(_copilot(3000, seed), monkeypatch)
+    whole, spooled = held_and_spooled(
+        _copilot(3000, seed), monkeypatch, source="events.jsonl", format="copilot-cli"
+    )
     assert isinstance(spooled.steps, StepSpool) and spooled.steps.spilled > 3000
     steps = whole.steps
     assert any(step.lane for step in steps)  # sub-agents
@@ -206,6 +190,8 @@ def test_a_spooled_session_reads_as_the_same_session_held_whole(monkeypatch, see
 
 
 def test_the_sample_reads_the_same_through_a_spool_of_a_tiny_window(monkeypatch):
-    whole, spooled = _both(FIXTURE.read_bytes(), monkeypatch, window=2)
+    whole, spooled = held_and_spooled(
+        FIXTURE.read_bytes(), monkeypatch, source="events.jsonl", format="copilot-cli", window=2
+    )
     assert spooled.steps.spilled > 5
     assert len(whole.steps) == 10

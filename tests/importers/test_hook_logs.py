@@ -11,8 +11,7 @@ import pytest
 
 import detection
 from runs.importers import TraceError, detect_format, iter_runs
-from runs.importers.kit import spool
-from runs.importers.kit.spool import StepSpool
+from tests.importers.spooling import held_and_spooled
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "importers"
 
@@ -163,22 +162,11 @@ def _cursor(turns: int, seed: int) -> bytes:
     return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
 
 
-def _both_cursor(data: bytes, monkeypatch, window: int = 32):
-    """The same transcript read with its run held whole, and through a spool of a small window."""
-    monkeypatch.setattr(spool, "WINDOW", 100_000)
-    (whole,) = iter_runs(data, source="t.jsonl", format="cursor")
-    monkeypatch.setattr(spool, "WINDOW", window)
-    (spooled,) = iter_runs(data, source="t.jsonl", format="cursor")
-    assert isinstance(whole.steps, list) and isinstance(spooled.steps, StepSpool)
-    assert list(spooled.steps) == whole.steps
-    assert (spooled.metadata, spooled.warnings) == (whole.metadata, whole.warnings)
-    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
-    return whole, spooled
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_a_spooled_cursor_transcript_reads_as_the_same_transcript_held_whole(monkeypatch, seed):
-    whole, spooled = _both_cursor(_cursor(2000, seed), monkeypatch)
+    whole, spooled = held_and_spooled(
+        _cursor(2000, seed), monkeypatch, source="t.jsonl", format="cursor"
+    )
     assert spooled.steps.spilled > 3000
     steps = [s for s in whole.steps if s.kind == "tool_call"]
     assert any(str(s.result).startswith("late") for s in steps)  # named, lines later
@@ -187,7 +175,13 @@ def test_a_spooled_cursor_transcript_reads_as_the_same_transcript_held_whole(mon
 
 
 def test_the_cursor_transcript_reads_the_same_through_a_spool_of_a_tiny_window(monkeypatch):
-    whole, spooled = _both_cursor((DATA / "cursor_transcript.jsonl").read_bytes(), monkeypatch, 2)
+    whole, spooled = held_and_spooled(
+        (DATA / "cursor_transcript.jsonl").read_bytes(),
+        monkeypatch,
+        source="t.jsonl",
+        format="cursor",
+        window=2,
+    )
     assert spooled.steps.spilled > 5
 
 

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import detection
 from runs.importers import detect_format, explain_format, iter_runs
-from runs.importers.kit import spool
-from runs.importers.kit.spool import StepSpool
+from tests.importers.spooling import held_and_spooled
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SAMPLE = DATA / "traces" / "pi" / "large-session.jsonl"
@@ -245,25 +243,12 @@ def _pi(turns: int, seed: int, *, layout: str) -> bytes:
     return ("\n".join(json.dumps(record) for record in out) + "\n").encode()
 
 
-def _both(data: bytes, monkeypatch, window: int = 32):
-    """The same file read with its run held whole, and through a spool of a small window."""
-    monkeypatch.setattr(spool, "WINDOW", 100_000)
-    (whole,) = iter_runs(data, source="session.jsonl", format="pi")
-    monkeypatch.setattr(spool, "WINDOW", window)
-    (spooled,) = iter_runs(data, source="session.jsonl", format="pi")
-    assert isinstance(whole.steps, list)
-    assert isinstance(spooled.steps, StepSpool)
-    assert list(spooled.steps) == whole.steps
-    assert (spooled.id, spooled.name, spooled.metadata, spooled.warnings, spooled.skipped) == (
-        whole.id, whole.name, whole.metadata, whole.warnings, whole.skipped)  # fmt: skip
-    assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
-    return whole, spooled
-
-
 @pytest.mark.parametrize("layout", ["tree", "chain", "stream"])
 @pytest.mark.parametrize("seed", range(2))
 def test_a_spooled_session_reads_as_the_same_session_held_whole(monkeypatch, seed, layout):
-    whole, spooled = _both(_pi(2500, seed, layout=layout), monkeypatch)
+    whole, spooled = held_and_spooled(
+        _pi(2500, seed, layout=layout), monkeypatch, source="session.jsonl", format="pi"
+    )
     assert spooled.steps.spilled > 3000
     steps = whole.steps
     forked = any(step.parent_id for step in steps)
@@ -279,5 +264,7 @@ def test_a_spooled_session_reads_as_the_same_session_held_whole(monkeypatch, see
 
 @pytest.mark.parametrize("sample", [SAMPLE, BRANCHES])
 def test_the_samples_read_the_same_through_a_spool_of_a_tiny_window(monkeypatch, sample):
-    whole, spooled = _both(sample.read_bytes(), monkeypatch, window=2)
+    whole, spooled = held_and_spooled(
+        sample.read_bytes(), monkeypatch, source="session.jsonl", format="pi", window=2
+    )
     assert spooled.steps.spilled >= len(whole.steps) - 4
