@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -24,6 +25,7 @@ MAX_TURNS = 2000
 SEARCH_ARGS_CHARS = 200  # of each distinct argument object
 SEARCH_TEXT_CHARS = 8000  # per run: bounds the tsvector at 100k steps
 NON_WORD = re.compile(r"[\W_]+")  # file names are one token to the parser: split them
+FINDINGS_INSERTED = 500  # finding rows per INSERT (each carries up to 5,000 seqs)
 
 
 def analyze_run(
@@ -120,11 +122,13 @@ def write(
         if existing:
             Finding.objects.filter(run_id__in=existing).delete()
             LedgerRow.objects.filter(run_id__in=existing).delete()
-        Finding.objects.bulk_create(
+        found = (
             finding_row(a.run, finding, index)
             for a in analyzed
             for index, finding in enumerate(a.result.findings)
         )
+        for rows in itertools.batched(found, FINDINGS_INSERTED):  # a long run has many loops
+            Finding.objects.bulk_create(rows)
         labels.reattach(existing)  # labels of the rewritten findings find their new rows
         # Loop issues: the findings grouped by fingerprint (a re-analyzed run's old share is
         # taken away from its IssueRun rows). It returns the issues just new or back

@@ -97,24 +97,25 @@ def group_runs(runs: Iterable[Run]) -> list[IssueEvent]:
     fresh = list(found.values_list(*_FINDING_FIELDS))
     before = issue_ids_of_runs(runs) | {row[8] for row in fresh if row[8]}
     engine = {row[0]: _engine_finding(row) for row in fresh}
-    steps = _steps_for([(row[1], engine[row[0]]) for row in fresh])
     marks: dict[int, str] = {}  # finding id -> fingerprint
     first: dict[tuple[int, str], tuple] = {}  # (project, fingerprint) -> its first finding row
-    for row in fresh:  # the loops' leads: a loop is fingerprinted by the finding leading it
-        if row[_LEAD]:
-            mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
-            marks[row[0]] = mark
-            if row[3] != Finding.Severity.INFO:
-                first.setdefault((runs[row[1]].project_id, mark), row)
-    for row, lead in _loop_leads(fresh):  # the others join their lead's issue
+    titles: dict[tuple[int, str], str] = {}  # a title per issue (its first finding's)
+    leads = [row for row in fresh if row[_LEAD]]  # a loop is fingerprinted by its lead
+    for row, steps in _with_steps(leads, engine):
+        mark = marks[row[0]] = fingerprints.fingerprint(engine[row[0]], steps)
+        key = (runs[row[1]].project_id, mark)
+        if row[3] != Finding.Severity.INFO and key not in first:
+            first[key] = row
+            titles[key] = fingerprints.describe(engine[row[0]], steps)
+    alone = []  # the others join their lead's issue, unless it is not among these rows
+    for row, lead in _loop_leads(fresh):
         mark = marks.get(lead[0]) if lead is not None else None
-        if mark is None:  # its lead is not among these rows: a loop of its own
-            mark = fingerprints.fingerprint(engine[row[0]], steps.get(row[1], {}))
-        marks[row[0]] = mark
-    titles = {  # a title per issue (its first finding's), not per finding
-        key: fingerprints.describe(engine[row[0]], steps.get(row[1], {}))
-        for key, row in first.items()
-    }
+        if mark is None:
+            alone.append(row)
+        else:
+            marks[row[0]] = mark
+    for row, steps in _with_steps(alone, engine):  # a loop of its own
+        marks[row[0]] = fingerprints.fingerprint(engine[row[0]], steps)
     created = _create_issues(first, titles)
     issue_of = _lock_issues(first, before)
     grouped = [  # each fresh finding's issue; info findings get none
@@ -159,6 +160,23 @@ def _engine_finding(row: tuple) -> detection.Finding:
     return detection.Finding(
         detector, severity, tool or None, signature, tuple(seqs), 0, 0, 0, message, ""
     )
+
+
+#: Findings whose steps are read at once: a long run has a loop in every turn, and each
+#: loop's steps (fingerprints.SEQS_READ of them) are read only while it is fingerprinted.
+STEPS_READ_FINDINGS = 100
+
+
+def _with_steps(
+    rows: list[tuple], engine: dict[int, detection.Finding]
+) -> Iterator[tuple[tuple, dict[int, detection.Step]]]:
+    """Yield each finding row with the stored steps its fingerprint reads (seq -> step),
+    reading them for STEPS_READ_FINDINGS findings at a time."""
+    for start in range(0, len(rows), STEPS_READ_FINDINGS):
+        chunk = rows[start : start + STEPS_READ_FINDINGS]
+        steps = _steps_for([(row[1], engine[row[0]]) for row in chunk])
+        for row in chunk:
+            yield row, steps.get(row[1], {})
 
 
 def _steps_for(

@@ -78,7 +78,7 @@ def iter_steps(run_id: int) -> Iterator[detection.Step]:
         Step.objects.filter(run_id=run_id)
         .order_by("seq")
         .values_list(*STEP_FIELDS)
-        .iterator(chunk_size=5000)
+        .iterator(chunk_size=1000)
     )
     for row in rows:
         yield engine_step(*row)
