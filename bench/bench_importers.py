@@ -99,8 +99,10 @@ pi.py (1ad29fb) and cursor.py (d208d7c).
 The machine was busy (tests ran beside the Copilot parse). Back to back later, at load
 average about 4.5, parse took 80.8 s after against 66.2 s before for copilot-session, and
 54.7 s against 26.1 s for pi-session: the spool's writes and the two passes that finish the
-run. The Cursor worker peak grows with the file (139 MB at --mb 256), the others' do not:
-its import peaks at 122 MB, the analysis of the stored run alone at 257 MB (scan: 59 MB).
+run. The Cursor worker peak grew with the file (139 MB at --mb 256, 265 at 1 GB): the loop
+issues' grouping read every loop's fingerprint steps at once (1,561 loops, 18,700 steps).
+Since baf8c99 it reads them 100 loops at a time: 120 MB at --mb 256, 159 MB at 1 GB (native
+session 161 -> 137 and 181 -> 146 MB).
 
 The Claude Code scan and worker figures stay over 300 MB because of the engine, not the
 steps. It keeps about 425 bytes for each distinct call within a turn (tracemalloc: 299 MB
