@@ -372,8 +372,9 @@ class Blocker:
                 scopes.append(HOST + target[5:])
         for scope in scopes:
             faults = state.groups.get(scope)
-            for key in [k for k, group in (faults or {}).items() if group.epoch != ev.epoch]:
-                del faults[key]  # type: ignore[union-attr]
+            if faults:
+                for key in [k for k, group in faults.items() if group.epoch != ev.epoch]:
+                    del faults[key]
         state.tidy()
 
     def _success(self, state: BlockerState, ev: Event) -> None:
