@@ -27,6 +27,14 @@ Cursor events: the generic `preToolUse`/`postToolUse`/`postToolUseFailure` as ab
 assistant step; `afterAgentThought {text}` a reasoning step; `stop {status, loop_count}`
 and `sessionEnd` system steps. Without a `tool_use_id`, a before/after pair is matched by
 `generation_id` and order.
+
+**Any length**: each session's steps go into a step spool (kit.spool), so a log of any length
+is read in the memory of the spool's window; a call waiting for its result is held. The
+newest MAX_OPEN_CALLS calls wait for their result (a call a hook refused never gets one): a
+result for an older call reads as a result without a call (a call of its own, with a
+warning), and the first MAX_WARNINGS warnings of a session are kept. A result with a
+`tool_use_id` is a copy of its call that the kit's merge joins to it when it comes within a
+window of steps (kit.finish_run); one further on stays a step of its own.
 """
 
 from __future__ import annotations
@@ -40,10 +48,14 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import content_text, number, parse_json_text, parse_time
 from .detect import Claim, Sample, share
-from .errors import Skips, TooManySteps, TraceError, too_many_held
+from .errors import MAX_WARNINGS, Skips, TooManySteps, TraceError, too_many_held
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import Recent, StepSpool
 from .reading import JsonlReader, Limits
 
+# A log of any length is read in bounded memory: each session's steps are spooled (kit.spool;
+# a call still waiting for its result is held), and so are the calls it looks back at.
+MAX_OPEN_CALLS = 8192  # calls waiting for their result, per session (the oldest is given up)
 TIME_KEYS = ("timestamp", "ts", "time", "logged_at", "received_at")
 
 CLAUDE_EVENTS = {
@@ -95,8 +107,46 @@ class _Session:
     run: Run
     limits: Limits
     source: str
-    open: list[Step] = field(default_factory=list)  # calls waiting for their result
+    # id(step) -> a call waiting for its result, oldest first (the newest MAX_OPEN_CALLS)
+    open: Recent[int, Step] = field(default_factory=lambda: Recent(MAX_OPEN_CALLS, refresh=False))
+    named: dict[str, list[int]] = field(default_factory=dict)  # call id -> its open calls
     line: int | None = None  # the line being read
+
+    def __post_init__(self) -> None:
+        self.run.steps.hold = lambda step: id(step) in self.open  # type: ignore[attr-defined]
+
+    def wait(self, step: Step) -> None:
+        """`step` waits for its result (the oldest waiting call gives up if there are too many)."""
+        gone = self.open.put(id(step), step)
+        if step.id is not None:
+            self.named.setdefault(str(step.id), []).append(id(step))
+        if gone is not None:
+            self._forget(gone[1])
+
+    def answered(self, step: Step) -> None:
+        """`step` has its result: it waits no more."""
+        self.open.pop(id(step), None)
+        self._forget(step)
+
+    def answered_id(self, call_id: str) -> bool:
+        """The open calls with this id have their result; return whether there were any."""
+        keys = self.named.pop(call_id, [])
+        for key in keys:
+            self.open.pop(key, None)
+        return bool(keys)
+
+    def _forget(self, step: Step) -> None:
+        if step.id is None:
+            return
+        keys = self.named.get(str(step.id))
+        if keys is not None and id(step) in keys:
+            keys.remove(id(step))
+            if not keys:
+                del self.named[str(step.id)]
+
+    def warn(self, text: str) -> None:
+        if len(self.run.warnings) < MAX_WARNINGS:
+            self.run.warnings.append(text[:500])
 
 
 class HookLog:
@@ -135,23 +185,26 @@ class HookLog:
                 )
                 continue
             key = next((str(event[k]) for k in self.session_keys if event.get(k)), "session")
-            session = sessions.get(key) or sessions.setdefault(
-                key, _Session(Run(id=key[:255], format=self.name), limits, source)
-            )
+            session = sessions.get(key)
+            if session is None:
+                run = Run(id=key[:255], format=self.name, steps=StepSpool())  # type: ignore[arg-type]
+                session = sessions[key] = _Session(run, limits, source)
             session.line = line
-            before = len(session.run.steps)
+            steps = session.run.steps
+            before = len(steps) - steps.spilled  # type: ignore[attr-defined]
             try:
                 self._event(session, name, event, limits)
             except TooManySteps:
                 raise
             except TraceError as exc:
                 reader.reject(TraceError(exc.reason, source=source, line=line, field=exc.field))
-            held += len(session.run.steps) - before
+            held += len(steps) - steps.spilled - before  # type: ignore[attr-defined]
             if held > limits.max_held_steps:
                 raise too_many_held(limits.max_held_steps, source=source, line=line)
         reader.check_not_empty()
         skips: Skips | None = reader.skips
         for session in sessions.values():
+            session.run.steps.hold = None  # type: ignore[attr-defined] # read: no step changes
             run = skips.apply(session.run) if skips is not None else session.run
             skips = None  # the file's skipped lines are counted once, on its first run
             yield finish_run(run)
@@ -297,13 +350,13 @@ class HookLog:
             started_at=when,
         )
         self._add(session, step)
-        session.open.append(step)
+        session.wait(step)
         return step
 
     def _unmatched(self, session: _Session, event: dict) -> None:
-        session.run.warnings.append(
+        session.warn(
             f"a {event.get('hook_event_name')} result matches no earlier call; kept as a call "
-            "of its own"[:500]
+            "of its own"
         )
 
     def _take(
@@ -323,21 +376,19 @@ class HookLog:
         call_id = event.get("tool_use_id")
         generation = event.get("generation_id")
         if call_id:
-            waiting = [s for s in session.open if s.id != str(call_id)]
-            joined = len(waiting) < len(session.open)  # the earlier record has the arguments
-            session.open = waiting
+            joined = session.answered_id(str(call_id))  # the earlier record has the arguments
         else:
             step = next(
                 (
                     s
-                    for s in session.open
+                    for s in session.open.values()
                     if s.tool == str(tool or "(unknown)")
                     and (not generation or s.batch_id in (None, str(generation)))
                 ),
                 None,
             )
             if step is not None:
-                session.open.remove(step)
+                session.answered(step)
                 return step
             joined = False
         if not joined:
