@@ -44,6 +44,10 @@ Mapping, one linear run per file:
 
 Reading streams (reading.iter_members): `messages` is read one message at a time and only
 `info`, `instance_id` and `trajectory_format` are kept besides, wherever they are in the file.
+
+Any length: the steps go into a step spool (kit.spool), so a trajectory is read in the memory
+of the spool's window. A call of the last assistant turn, the only one a later message may
+answer, is held until the next turn (at most the spool's `max_held` of them).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from .content import content_text, fnumber, number, parse_json_text, parse_time
 from .detect import Claim, Sample
 from .errors import Skips, TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import StepSpool
 from .reading import Limits, iter_members
 
 name = "mini-swe-agent"
@@ -141,7 +146,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         )
     info = small.get("info") if isinstance(small.get("info"), dict) else {}
     run_id = str(small.get("instance_id") or os.path.basename(source) or "run")
-    run = builder.run
+    run = builder.read()
     run.id, run.metadata = run_id, _metadata(small, info, builder.exit_status)
     run.name = run.id
     yield skips.apply(finish_run(run))
@@ -152,8 +157,10 @@ class _Builder:
 
     def __init__(self, limits: Limits, skips: Skips, source: str) -> None:
         self.limits, self.skips, self.source = limits, skips, source
-        self.run = Run(id=os.path.basename(source) or "run", format=name)
+        self.spool = StepSpool(hold=self._holds)
+        self.run = Run(id=os.path.basename(source) or "run", format=name, steps=self.spool)  # type: ignore[arg-type]
         self.pending: list[Step] = []  # calls of the last assistant turn still waiting
+        self.waiting: set[int] = set()  # id() of the pending calls: the steps the spool holds
         self.seen_task = False
         self.last_blocks: int | None = None  # bash blocks of the last reply that ran nothing
         self.exit_status: str | None = None
@@ -185,8 +192,22 @@ class _Builder:
             raise TraceError(f"unknown role {role!r}; skipped")
 
     @property
-    def steps(self) -> list[Step]:
-        return self.run.steps
+    def steps(self) -> StepSpool:
+        return self.spool
+
+    def _holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still change: a pending call."""
+        return id(step) in self.waiting
+
+    def _wait(self, calls: list[Step]) -> None:
+        self.pending = calls
+        self.waiting = {id(call) for call in calls}
+
+    def read(self) -> Run:
+        """The run, once every message is read: no step changes any more."""
+        self.spool.hold = None
+        self._wait([])
+        return self.run
 
     def _add(self, step: Step) -> Step:
         return add_step(self.run, step, limits=self.limits, source=self.source)
@@ -228,7 +249,7 @@ class _Builder:
         first.started_at = parse_time(response.get("created", response.get("created_at")))
         for step in steps:
             self._add(step)
-        self.pending = calls
+        self._wait(calls)
 
     def _tool_result(self, call_id: Any, content: Any, extra: dict[str, Any]) -> None:
         call = self._waiting(None if call_id is None else str(call_id))
@@ -260,7 +281,7 @@ class _Builder:
             error = _failed(output, extra, submit=submit)
         for call in calls:
             set_result(call, output, error=error, limits=self.limits)
-        self.pending = [s for s in self.pending if all(s is not c for c in calls)]
+        self._wait([s for s in self.pending if all(s is not c for c in calls)])
 
     def _format_error(self, text: str, extra: dict[str, Any]) -> None:
         found = FORMAT_ERROR.search(text)

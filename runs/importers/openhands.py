@@ -41,6 +41,13 @@ Reading streams: the GUI array is read event by event (reading.iter_document, pr
 `history` event by event, only the row fields of the metadata built, the dataset row
 `instance` and `test_result` skipped). A bad line (not JSON, too long, no `history`) is
 skipped and counted on the next run (the last run for lines after it).
+
+Any length: a run's steps go into a step spool (kit.spool), so it is read in the memory of the
+spool's window (an eval line itself is read whole first: at most max_line_bytes). An
+observation names its action by id among the newest MAX_ACTIONS actions with an id, which are
+held until they go (an observation naming an older one reads as one whose action is unknown);
+the legacy schema's action waiting for its observation is held too. The model responses
+whose usage is taken are kept as 64-bit hashes (kit.spool.HashSet).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from .content import content_text, fnumber, number, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit.spool import HashSet, Recent, StepSpool
 from .reading import Limits, first_byte, iter_document, iter_members
 
 name = "openhands"
@@ -78,6 +86,8 @@ NOISE = {
 MESSAGE_ACTIONS = {"message", "system"}
 SKIPPED_ACTIONS = {"recall", "change_agent_state"}
 SKIPPED_OBSERVATIONS = {"agent_state_changed", "null"}
+#: Actions with an id an observation may name (the newest; each is held in memory).
+MAX_ACTIONS = 4096
 ROW_FIELDS = frozenset(
     (
         "instance_id",
@@ -242,7 +252,7 @@ def _run(run_id: str, builder: _Builder, row: dict[str, Any], limits: Limits, so
     meta = _metadata(row)
     if builder.skipped:
         meta["skipped_events"] = dict(builder.skipped)
-    run = builder.run
+    run = builder.read()
     run.id = run.name = run_id
     run.metadata = meta
     return finish_run(run)
@@ -261,19 +271,45 @@ def _flatten(history: list[Any]) -> list[Any]:
 class _Builder:
     """The steps of one run, built event by event.
 
-    An observation with a `cause` key (current schema) answers the action with that id; one
-    without (legacy schema) answers the action just before it. Actions are kept by id until
-    the run ends: that is the run itself.
+    An observation with a `cause` key (current schema) answers the action with that id, among
+    the newest MAX_ACTIONS actions with one; one without (legacy schema) answers the action
+    just before it. The steps of those actions are what the spool holds.
     """
 
     def __init__(self, limits: Limits, source: str, run_id: str, line: int | None = None) -> None:
         self.limits, self.source, self.line = limits, source, line
-        self.run = Run(id=run_id, format=name)
+        self.spool = StepSpool(hold=self._holds)
+        self.run = Run(id=run_id, format=name, steps=self.spool)  # type: ignore[arg-type]
         self.skipped: Counter = Counter()
-        self.responses: set[str] = set()
-        self.actions: dict[Any, Step | None] = {}
+        self.responses = HashSet()
+        # event id -> its action's step (None for a message), the newest MAX_ACTIONS
+        self.actions: Recent[Any, Step | None] = Recent(MAX_ACTIONS, refresh=False)
+        self.kept: set[int] = set()  # id() of the steps in `actions`
         self.waiting: Step | None = None
         self.events = 0  # actions and observations seen
+
+    def _holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still change: an action an
+        observation may still name."""
+        return id(step) in self.kept or step is self.waiting
+
+    def _keep(self, key: Any, step: Step | None) -> None:
+        old = self.actions.get(key)
+        if old is not None:
+            self.kept.discard(id(old))
+        gone = self.actions.put(key, step)
+        if step is not None:
+            self.kept.add(id(step))
+        if gone is not None and gone[1] is not None:
+            self.kept.discard(id(gone[1]))
+
+    def read(self) -> Run:
+        """The run, once every event is read: no step changes any more."""
+        self.spool.hold = None
+        self.actions.clear()
+        self.kept.clear()
+        self.waiting = None
+        return self.run
 
     def add(self, item: Any, index: int) -> None:
         """Add one history item: an event, or an `[action, observation]` pair."""
@@ -285,7 +321,7 @@ class _Builder:
                 args = event.get("args") if isinstance(event.get("args"), dict) else event
                 step = self.action(event, args)
                 if event.get("id") is not None:
-                    self.actions[event["id"]] = step
+                    self._keep(event["id"], step)
                 self.waiting = step
             elif "observation" in event:
                 self.events += 1
@@ -353,9 +389,8 @@ class _Builder:
         return step
 
     def usage(self, step: Step, batch: str | None, response: Any) -> None:
-        if batch is None or batch in self.responses or not isinstance(response, dict):
+        if batch is None or not isinstance(response, dict) or not self.responses.add(batch):
             return
-        self.responses.add(batch)
         usage = response.get("usage") or {}
         step.tokens_in = number(usage.get("prompt_tokens"))
         step.tokens_out = number(usage.get("completion_tokens"))

@@ -30,12 +30,20 @@ only the fields a run needs are built (`action`, `observation`, `thought`; a mes
 model input, repeated at every step in 1.1+) and `state` are skipped unparsed. `info` and
 `replay_config` are read wherever they are, before or after the big arrays. A trajectory item
 that is not an object is skipped and counted.
+
+Any length: the steps go into a step spool (kit.spool), so a trajectory is read in the memory
+of the spool's window. `history` usually comes after `trajectory`, so a step is named after
+its message (1.x) in one pass over the spool once the file is read: until then each call
+step carries its action in `text`, and the non-demo assistant messages' calls wait in a spool
+of their own (one step each: the action in `text`, the call's tool, args and id). The pass
+looks for a step's message among the LOOKAHEAD messages after the last one matched; one
+further on is not found (the step keeps the name of its action).
 """
 
 from __future__ import annotations
 
 import os
-from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -45,7 +53,8 @@ from . import text_errors
 from .content import content_text, fnumber, parse_json_text
 from .detect import Claim, Sample, share
 from .errors import Skips, TraceError
-from .kit import add_step, finish_run, set_result, text_step, tool_step
+from .kit import add_step, check_step_limit, finish_run, set_result, text_step, tool_step
+from .kit.spool import StepSpool
 from .reading import Limits, clip_json, iter_members
 
 name = "swe-agent"
@@ -56,6 +65,8 @@ MESSAGE_FIELDS = frozenset(("role", "content", "action", "tool_calls", "is_demo"
 SMALL_FIELDS = frozenset(("environment", "info", "replay_config"))
 FORMAT_ERROR = "format error"  # the rule of text_errors.SWE_AGENT that means "no valid action"
 INVALID_TOOL = "(format error)"
+#: History messages a trajectory step's message is looked for among, after the last matched.
+LOOKAHEAD = 4096
 
 
 def claim(sample: Sample) -> Claim:
@@ -91,9 +102,9 @@ def claim(sample: Sample) -> Claim:
 def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one run of a .traj file, read incrementally (see the module docstring)."""
     skips = Skips()
-    run = Run(id=os.path.basename(source) or "run", format=name)
-    entries: list[tuple[str, int]] = []  # per trajectory entry: its action, its call's index
-    assistants: list[tuple[str, dict[str, Any]]] = []  # non-demo: action, the message's call
+    steps = StepSpool()
+    run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
+    calls = StepSpool()  # per non-demo assistant message: its action and its call, as a step
     small: dict[str, Any] = {}
     task: str | None = None
     seen_trajectory = seen_assistant = False
@@ -122,14 +133,13 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
             action = str(value.get("action") or "").strip()
             for step in _steps_for(value, index, action, limits):
                 add_step(run, step, limits=limits, source=source)
-            entries.append((action, len(run.steps) - 1))
         elif key == "history":
             if index is None or not isinstance(value, dict) or value.get("is_demo"):
                 continue
             role = value.get("role")
             if role == "assistant":
                 seen_assistant = True
-                assistants.append((str(value.get("action") or "").strip(), _call_of(value)))
+                calls.append(_call_of(value))
             elif role == "user" and task is None and not seen_assistant:
                 task = content_text(value.get("content"))
         else:
@@ -140,18 +150,63 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
         )
     info = small.get("info") if isinstance(small.get("info"), dict) else {}
     run.metadata = _metadata(small, info, task)
-    positions: dict[str, list[int]] = {}  # action -> its assistant messages, in order
-    for position, (said, _) in enumerate(assistants):
-        positions.setdefault(said, []).append(position)
-    calls = [call for _, call in assistants]
-    cursor = 0
-    for action, last in entries:
-        call, cursor = _match_call(positions, calls, cursor, action)
-        _apply_call(run.steps[last], call, limits)
+    first: list[Step] = []
     if task:  # read after the trajectory, the task goes first
-        add_step(run, text_step("user", task, limits=limits), limits=limits, source=source)
-        run.steps.insert(0, run.steps.pop())
+        check_step_limit(len(steps) + 1, run.id, limits=limits, source=source)
+        first.append(text_step("user", task, limits=limits))
+    matcher = _Matcher(iter(calls))
+    run.steps = steps.rewrite(lambda read: _named(first, read, matcher, limits))  # type: ignore[assignment]
+    calls.close()
     yield skips.apply(finish_run(run))
+
+
+def _named(
+    first: list[Step], steps: Iterator[Step], matcher: _Matcher, limits: Limits
+) -> Iterator[Step]:
+    """The run's steps, `first` first, each call step named after its message's call."""
+    yield from first
+    for step in steps:
+        if step.kind == "tool_call":
+            action, step.text = step.text or "", None
+            _apply_call(step, matcher.match(action), limits)
+        yield step
+
+
+class _Matcher:
+    """The history's calls from the last one matched on, at most LOOKAHEAD of them read ahead,
+    with where each action is among them."""
+
+    def __init__(self, calls: Iterator[Step]) -> None:
+        self.calls = calls
+        self.ahead: deque[Step] = deque()
+        self.where: dict[str, deque[int]] = {}  # action -> its places (absolute) in `ahead`
+        self.cursor = 0  # the place of ahead[0]
+        self._fill()
+
+    def match(self, action: str) -> Step | None:
+        """The next call (from the cursor on) whose message's action is `action`, or None;
+        the calls up to it are passed."""
+        places = self.where.get(action)
+        if not places:
+            return None
+        found = None
+        for _ in range(places[0] - self.cursor + 1):  # each is the first of its action's places
+            found = self.ahead.popleft()
+            passed = self.where[found.text or ""]
+            passed.popleft()
+            if not passed:
+                del self.where[found.text or ""]
+            self.cursor += 1
+        self._fill()
+        return found
+
+    def _fill(self) -> None:
+        while len(self.ahead) < LOOKAHEAD:
+            call = next(self.calls, None)
+            if call is None:
+                return
+            self.where.setdefault(call.text or "", deque()).append(self.cursor + len(self.ahead))
+            self.ahead.append(call)
 
 
 def _steps_for(entry: dict[str, Any], index: int, action: str, limits: Limits) -> list[Step]:
@@ -171,47 +226,36 @@ def _steps_for(entry: dict[str, Any], index: int, action: str, limits: Limits) -
         tool = (action.split(None, 1) or ["(empty)"])[0]
         step = tool_step(tool=tool, args={"command": action}, limits=limits, batch_id=batch)
         set_result(step, observation, error=rule is not None, limits=limits)
+    step.text = action  # until the step is named after its message (see the module)
     steps.append(step)
     return steps
 
 
-def _match_call(
-    positions: dict[str, list[int]], calls: list[dict[str, Any]], cursor: int, action: str
-) -> tuple[dict[str, Any], int]:
-    """Return the call of the next assistant message (at or after the cursor) whose action
-    is this step's action, and the new cursor; ({}, cursor) when none is."""
-    found = positions.get(action, [])
-    at = bisect_left(found, cursor)
-    if at == len(found):
-        return {}, cursor
-    return calls[found[at]], found[at] + 1
-
-
-def _apply_call(step: Step, call: dict[str, Any], limits: Limits) -> None:
+def _apply_call(step: Step, call: Step | None, limits: Limits) -> None:
     """Name the step after the function call of its message (1.x), when there is one."""
-    if not call or step.status == "invalid":
+    if call is None or call.tool is None or step.status == "invalid":
         return
-    step.tool = call["tool"][:200]
-    step.args = clip_json(call["args"], limits)
-    step.id = call["id"]
+    step.tool = call.tool[:200]
+    step.args = clip_json(call.args, limits)
+    step.id = call.id
 
 
-def _call_of(message: dict[str, Any]) -> dict[str, Any]:
-    """The first function call of an assistant message: tool, parsed args, id (or {})."""
+def _call_of(message: dict[str, Any]) -> Step:
+    """An assistant message as a step: its action in `text` and, of its first function call,
+    the tool, parsed args and id (tool None when it has none)."""
+    said = Step(seq=0, kind="message", text=str(message.get("action") or "").strip())
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
-        return {}
+        return said
     function = calls[0].get("function") if isinstance(calls[0].get("function"), dict) else {}
     tool = function.get("name")
     if not isinstance(tool, str) or not tool:
-        return {}
+        return said
     args = parse_json_text(function.get("arguments"))
     call_id = calls[0].get("id")
-    return {
-        "tool": tool,
-        "args": args if args is not None else {},
-        "id": str(call_id) if call_id else None,
-    }
+    said.tool, said.args = tool, args if args is not None else {}
+    said.id = str(call_id) if call_id else None
+    return said
 
 
 def _metadata(small: dict[str, Any], info: dict[str, Any], task: str | None) -> dict[str, Any]:
