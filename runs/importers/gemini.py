@@ -55,6 +55,15 @@ continues it in a `.jsonl`), chosen by the file's first line:
     calls (detection/model.py), while both see what came before. A branch is placed right
     after the step it hangs under (it happened before what the live branch did next).
     metadata: `rewinds`, `abandoned_messages`. A run without rewinds and sub-agents is linear.
+  - **Any length** (both encodings): the steps go into a step spool (kit.spool), so a
+    recording is read in the memory of the spool's window. The newest live messages (half the
+    spool's window: 1,024) stay open; older ones are laid out as steps and change no more. A
+    message written again after that keeps its earlier version (noted). A checkpoint
+    replaces and orders only the open messages: one it lists that is laid out keeps its place
+    and version. A rewind drops only open messages: to a message laid out already (or
+    unknown, once some are), it drops every open message, as a branch under the last message
+    laid out (noted). A call made in content parts waits for its result among the newest
+    MAX_OPEN_CALLS call ids, and is held in the spool while it waits.
 
 Messages -> steps (both encodings):
 - `user` -> `user` step (`content`: a string or `[Part]`, text parts joined). A user message
@@ -91,7 +100,8 @@ from . import text_errors
 from .content import content_text, number, parse_time
 from .detect import Claim, Sample, share
 from .errors import Skips, TraceError, too_many_held
-from .kit import add_step, check_step_limit, finish_run, set_result, text_step, tool_step
+from .kit import add_step, check_step_limit, finish_run, set_result, spool, text_step, tool_step
+from .kit.spool import HashSet, Recent, StepSpool
 from .reading import (
     JsonlReader,
     Limits,
@@ -106,6 +116,10 @@ from .reading import (
 STREAM_TYPES = {"init", "message", "tool_use", "tool_result", "result", "error"}
 MESSAGE_TYPES = {"user", "gemini", "info", "error", "warning"}
 META_KEYS = ("sessionId", "projectHash", "startTime", "lastUpdated", "kind", "summary")
+# A chat recording of any length is read in bounded memory: its steps are spooled (kit.spool),
+# the newest live messages stay open (half the spool's window: 1,024), and a call made in
+# content parts waits for its result among the newest MAX_OPEN_CALLS call ids.
+MAX_OPEN_CALLS = 8192
 
 # --- the outcome of a tool call (both importers)
 
@@ -624,24 +638,40 @@ def _chat_call(call: dict[str, Any], default_id: str, limits: Limits) -> Step:
 
 class _Recording:
     """The live messages (last version of each id, in order), the abandoned branches, and the
-    metadata, record by record; `run()` lays them out as steps."""
+    metadata, record by record. The newest `window` live messages stay open (a later version
+    may replace one, a checkpoint reorder them, a rewind drop them); `settle()` lays out the
+    older ones as steps (`_Layout`) into the run's spool, and `run()` the rest."""
 
     def __init__(self, *, source: str, limits: Limits, skips: Skips) -> None:
         self.source, self.limits, self.skips = source, limits, skips
         self.meta: dict[str, Any] = {"agent": "gemini-cli"}
-        self.live: dict[str, _Message] = {}
-        self.branches: list[_Branch] = []
+        self.live: dict[str, _Message] = {}  # the open live messages, oldest first
+        self.window = max(1, spool.WINDOW // 2)  # open live messages, at most
+        self.laid = HashSet()  # ids of the live messages laid out (closed)
+        self.last: _Message | None = None  # the last live message laid out
         self.held = 0  # steps held, live and abandoned
+        steps = StepSpool()
+        run_id = self.run_id(os.path.basename(source) or "run")
+        run = Run(id=run_id, format=_Chat.name, metadata=self.meta, steps=steps)  # type: ignore[arg-type]
+        self.layout = _Layout(self, run)
+        steps.hold = self.layout.holds
 
     def _count(self, delta: int, line: int | None) -> None:
         self.held += delta  # what the run will hold: laying it out adds a step per marker
         if self.held > self.limits.max_held_steps:
             raise too_many_held(self.limits.max_held_steps, source=self.source, line=line)
         run_id = self.run_id(os.path.basename(self.source) or "run")
-        check_step_limit(self.held, run_id, limits=self.limits, source=self.source, line=line)
+        total = len(self.layout.run.steps) + self.held
+        check_step_limit(total, run_id, limits=self.limits, source=self.source, line=line)
 
     def message(self, record: dict[str, Any], line: int | None) -> None:
         """Add a message, or replace the earlier version of its id in place."""
+        if record.get("id") in self.laid and record.get("id") not in self.live:
+            self.skips.note(
+                f"{self.source}:{line}: message {str(record['id'])[:80]!r} written again after "
+                f"{self.window} newer messages: the earlier version stands"
+            )
+            return
         built = build_message(record, self.meta, self.limits)
         old = self.live.get(built.id)
         if old is None:
@@ -666,7 +696,8 @@ class _Recording:
                 self.meta[key] = clip_strings(value, 1000)
 
     def checkpoint(self, messages: list[Any], line: int | None) -> None:
-        """Replace the live messages by the checkpoint's, keeping those it leaves out."""
+        """Replace the open live messages by the checkpoint's, keeping those it leaves out (a
+        message it lists that is laid out already keeps its place and version)."""
         self.meta["checkpoints"] = self.meta.get("checkpoints", 0) + 1
         before = {id(m): n for n, m in enumerate(self.live.values())}
         listed: dict[int, _Message] = {}
@@ -680,6 +711,8 @@ class _Recording:
                         field=f"$set.messages[{index}]",
                     )
                 )
+                continue
+            if record["id"] in self.laid and record["id"] not in self.live:
                 continue
             self.message(record, line)
             message = self.live[record["id"]]
@@ -703,68 +736,116 @@ class _Recording:
         self.live = {m.id: m for m in merged}
 
     def rewind(self, target: str, line: int | None) -> None:
-        """Drop `target` and what follows from the live messages, keeping them as a branch."""
+        """Drop `target` and what follows from the live messages, keeping them as a branch.
+        Only open messages are dropped: a target laid out already, or unknown once some
+        message is, drops every open message (after the last one laid out)."""
         order = list(self.live.values())
         index = next((n for n, m in enumerate(order) if m.id == target), None)
         if index is None:
             index = 0
+            what = "no live message: every message so far"
+            if self.last is not None:
+                what = f"no message of the newest {self.window}: every one of those"
             self.skips.note(
-                f"{self.source}:{line}: $rewindTo {target[:80]!r} names no live message: "
-                "every message so far is dropped (kept as an abandoned branch)"
+                f"{self.source}:{line}: $rewindTo {target[:80]!r} names {what} is dropped "
+                "(kept as an abandoned branch)"
             )
         dropped = order[index:]
         self.meta["rewinds"] = self.meta.get("rewinds", 0) + 1
         if not dropped:
             return
         self.meta["abandoned_messages"] = self.meta.get("abandoned_messages", 0) + len(dropped)
-        self.branches.append(_Branch(order[index - 1] if index else None, dropped, line))
+        anchor = order[index - 1] if index else self.last
+        self.layout.anchor(_Branch(anchor, dropped, line))
         self.live = {m.id: m for m in order[:index]}
+
+    def settle(self) -> None:
+        """Lay out the live messages older than the newest `window`: they change no more."""
+        if len(self.live) > self.window:
+            self.layout.run.id = self.run_id(os.path.basename(self.source) or "run")
+        while len(self.live) > self.window:
+            message = self.live.pop(next(iter(self.live)))
+            self.lay(message)
+
+    def lay(self, message: _Message) -> None:
+        self.held -= len(message.steps)
+        self.layout.live(message)
+        self.laid.add(message.id)
+        self.last = message
 
     def run_id(self, default_id: str) -> str:
         return str(self.meta.get("sessionId") or default_id)
 
     def run(self, default_id: str) -> Run:
-        run = Run(
-            id=self.run_id(default_id),
-            format=_Chat.name,
-            metadata=self.meta,
-        )
-        _Layout(self, run).lay_out()
+        run = self.layout.run
+        run.id = run.name = self.run_id(default_id)
+        for message in list(self.live.values()):
+            self.lay(message)
+        self.live = {}
+        run = self.layout.finish()
+        run.steps.hold = None  # type: ignore[attr-defined] # laid out: no step changes
         return run
 
 
 class _Layout:
-    """Lay out the messages as steps: branches and sub-agents as sub-trees (module rules)."""
+    """Lay out the messages as steps, live message by live message: branches and sub-agents as
+    sub-trees (module rules). A branch is laid out after its anchor message, once the next
+    live message is (no later branch can then hang there)."""
 
     def __init__(self, recording: _Recording, run: Run) -> None:
         self.recording, self.run = recording, run
         self.limits = recording.limits
-        self.at: dict[int, list[_Branch]] = {}
-        for branch in recording.branches:
-            key = id(branch.anchor) if branch.anchor is not None else 0
-            self.at.setdefault(key, []).append(branch)
-        live = list(recording.live.values())
-        every = live + [m for b in recording.branches for m in b.messages]
-        self.tree = bool(recording.branches) or any(m.agents for m in every)
-        self.ids: dict[str, int] = {}
-        self.open: dict[str, list[Step]] = {}  # calls made in content parts, by call id
+        self.at: dict[int, list[_Branch]] = {}  # id(anchor) (0: none) -> its branches
+        self.seen = HashSet()  # the step ids laid out
+        self.repeats: dict[str, int] = {}  # a step id laid out more than once -> how often
+        # call id -> the calls made in content parts waiting for a result (the newest)
+        self.open: Recent[str, list[Step]] = Recent(MAX_OPEN_CALLS, refresh=False)
+        self.waiting: set[int] = set()  # id() of the steps in `open`
         self.agents: set[str] = set()
-        self.live = live
+        # the top sequence: the parent of the next live step, the last one's id, the markers
+        self.current: str | None = None
+        self.last: str | None = None
+        self.markers: dict[str, str] = {}
+        self.started = False
+        self.previous: _Message | None = None  # the last live message laid out
 
-    def lay_out(self) -> None:
-        self.sequence(self.live, None, top=True)
+    def anchor(self, branch: _Branch) -> None:
+        key = id(branch.anchor) if branch.anchor is not None else 0
+        self.at.setdefault(key, []).append(branch)
+
+    def holds(self, step: Step) -> bool:
+        """Whether a step leaving the spool's window may still get its result."""
+        return id(step) in self.waiting
+
+    def live(self, message: _Message) -> None:
+        """Lay out the next live message (after the branches of the one before)."""
+        self._branches_before()
+        self.current, self.last = self.lay(message, self.current, self.last, self.markers)
+        self.previous = message
+
+    def finish(self) -> Run:
+        self._branches_before()
         if self.agents:
             self.run.metadata["sub_agents"] = sorted(self.agents)
-        if not self.tree:
-            for step in self.run.steps:
-                step.parent_id = None
+        return self.run
+
+    def _branches_before(self) -> None:
+        if not self.started:
+            self.started = True
+            for branch in self.at.pop(0, []):
+                self.branch(branch, None)
+        if self.previous is not None:
+            branches = self.at.pop(id(self.previous), [])
+            for branch in branches:
+                self.branch(branch, self.last)
+                self.current = self.last
+            self.previous = None
 
     def add(self, step: Step, parent: str | None) -> Step:
-        if step.id is not None:
-            count = self.ids.get(step.id, 0) + 1
-            self.ids[step.id] = count
-            if count > 1:
-                step.id = f"{step.id}#{count}"
+        if step.id is not None and not self.seen.add(step.id):
+            count = self.repeats.get(step.id, 1) + 1
+            self.repeats[step.id] = count
+            step.id = f"{step.id}#{count}"
         step.parent_id = parent
         return add_step(self.run, step, limits=self.limits, source=self.recording.source)
 
@@ -772,27 +853,39 @@ class _Layout:
         """Add the step that opens a sub-agent or an abandoned branch: a lane of its own."""
         return self.add(text_step("system", text, limits=self.limits, id=name, lane=name), parent)
 
-    def sequence(self, messages: list[_Message], parent: str | None, *, top: bool = False) -> None:
-        current = parent
-        last = parent
-        if top:
-            for branch in self.at.get(0, []):
-                self.branch(branch, parent)
+    def lay(
+        self,
+        message: _Message,
+        current: str | None,
+        last: str | None,
+        markers: dict[str, str],
+    ) -> tuple[str | None, str | None]:
+        """Lay out one message's steps; return the next (current, last)."""
+        self.answer(message, current)
+        for index, step in enumerate(message.steps):
+            agent = message.agents.get(index)
+            if agent is None:
+                last = self.add(step, current).id
+                continue
+            if agent not in markers:
+                self.agents.add(agent)
+                markers[agent] = self.marker(f"sub-agent {agent}", f"agent:{agent}", current).id
+            self.add(step, markers[agent])
+        for index, call_id in message.pending.items():
+            step = message.steps[index]
+            gone = self.open.put(call_id, self.open.get(call_id, []) + [step])
+            self.waiting.add(id(step))
+            if gone is not None:
+                self.waiting.difference_update(id(s) for s in gone[1])
+        return current, last
+
+    def sequence(self, messages: list[_Message], parent: str | None) -> None:
+        """Lay out a branch's messages under `parent`, with the branches they anchor."""
+        current = last = parent
         markers: dict[str, str] = {}
         for message in messages:
-            self.answer(message, current)
-            for index, step in enumerate(message.steps):
-                agent = message.agents.get(index)
-                if agent is None:
-                    last = self.add(step, current).id
-                    continue
-                if agent not in markers:
-                    self.agents.add(agent)
-                    markers[agent] = self.marker(f"sub-agent {agent}", f"agent:{agent}", current).id
-                self.add(step, markers[agent])
-            for index, call_id in message.pending.items():
-                self.open.setdefault(call_id, []).append(message.steps[index])
-            for branch in self.at.get(id(message), []):
+            current, last = self.lay(message, current, last, markers)
+            for branch in self.at.pop(id(message), []):
                 self.branch(branch, last)
                 current = last
 
@@ -803,6 +896,7 @@ class _Layout:
             f"abandoned branch: {len(branch.messages)} messages from {first[:80]!r} were "
             f"dropped by a rewind{where}"
         )
+        self.recording.held -= sum(len(m.steps) for m in branch.messages)
         marker = self.marker(text, f"branch:{first}", parent)
         self.sequence(branch.messages, marker.id)
 
@@ -812,7 +906,7 @@ class _Layout:
         A result for a call that carries its own (a `toolCalls` entry) repeats it: left out.
         """
         for call_id, name, value, status in message.responses:
-            if call_id is not None and call_id in self.ids and not self.open.get(call_id):
+            if call_id is not None and call_id in self.seen and not self.open.get(call_id):
                 continue
             waiting = self.open.get(call_id or "") or []
             if not waiting and call_id is None:
@@ -821,6 +915,7 @@ class _Layout:
                 )
             if waiting:
                 step = waiting.pop(0)
+                self.waiting.discard(id(step))
             else:
                 step = tool_step(tool=name, args=None, limits=self.limits, id=call_id)
                 self.add(step, parent)
@@ -885,6 +980,7 @@ def _read_jsonl(stream: IO[bytes], *, source: str, limits: Limits) -> _Recording
             reader.reject(
                 TraceError(f"malformed record ({type(exc).__name__})", source=source, line=line)
             )
+        recording.settle()
     reader.check_not_empty()
     return recording
 
@@ -915,6 +1011,7 @@ def _read_document(stream: IO[bytes], *, source: str, limits: Limits) -> _Record
             recording.skips.add(
                 TraceError(f"malformed message ({type(exc).__name__})", source=source, field=where)
             )
+        recording.settle()
     if not seen and not (isinstance(top, dict) and isinstance(top.get("messages"), list)):
         raise TraceError(
             "not a Gemini chat recording: no `messages` array", source=source, field="messages"

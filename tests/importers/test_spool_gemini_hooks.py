@@ -142,3 +142,102 @@ def test_the_sessions_of_one_hook_log_are_each_spooled(monkeypatch):
         assert list(spooled.steps) == whole.steps
         assert [getattr(spooled, f) for f in FIELDS] == [getattr(whole, f) for f in FIELDS]
         assert detection.analyze(spooled).to_dict() == detection.analyze(whole).to_dict()
+
+
+def _gemini_chat(messages: int, seed: int, open_messages: int = 16) -> tuple[bytes, list[dict]]:
+    """A Gemini chat recording (JSONL) of a long session: user turns, model turns whose
+    calls are re-appended when they finish (now and then after a notice), calls made in
+    content parts answered by a later user message, sub-agent calls, a failing shell command
+    repeated five times now and then, checkpoints (a summary and the newest messages) and
+    rewinds to one of the newest live messages (among the `open_messages` newest a spooled
+    reader keeps open: half the spool's window of 32). Also the last version of each live message,
+    in order (the same session as a `.json` document)."""
+    rnd = random.Random(seed)
+    out: list[dict] = [{"sessionId": "gem-1", "projectHash": "p", "startTime": "t",
+                        "lastUpdated": "t", "kind": "main"}]  # fmt: skip
+    live: list[str] = []  # the live message ids, in order (as the reader keeps them)
+    laid = 0  # how many of them a spooled reader has laid out (closed)
+    last: dict[str, dict] = {}
+    parts_waiting: list[tuple[str, str]] = []  # (call id, tool) made in content parts
+
+    def write(record: dict) -> None:
+        out.append(record)
+        if record["id"] not in last:
+            live.append(record["id"])
+        last[record["id"]] = record
+
+    for n in range(messages):
+        laid = max(laid, len(live) - open_messages)
+        when = f"2026-01-01T00:{n // 60 % 60:02d}:{n % 60:02d}Z"
+        chance = rnd.random()
+        if n % 25 == 0:
+            write({"id": f"u{n}", "type": "user", "timestamp": when, "content": f"task {n}"})
+        elif chance < 0.05 and len(live) - laid > 4:
+            target = rnd.choice(live[max(laid, len(live) - 8) :])
+            out.append({"$rewindTo": target})
+            for gone in live[live.index(target) :]:
+                last.pop(gone)
+            del live[live.index(target) :]
+        elif chance < 0.08 and len(live) - laid > 4:
+            listed = [last[i] for i in live[-4:]]
+            summary = {"id": f"sum{n}", "type": "info", "timestamp": when, "content": "summary"}
+            out.append({"$set": {"lastUpdated": when, "messages": [summary, *listed]}})
+            live.insert(len(live) - 4, summary["id"])
+            last[summary["id"]] = summary
+        elif chance < 0.13:
+            kind = rnd.choice(["info", "warning", "error"])
+            write({"id": f"n{n}", "type": kind, "timestamp": when, "content": f"{kind} {n}"})
+        elif chance < 0.2:
+            cid = f"part{n}"
+            write({"id": f"g{n}", "type": "gemini", "timestamp": when, "model": "gemini-2.5-pro",
+                   "content": [{"text": "looking"},
+                               {"functionCall": {"id": cid, "name": "read_file",
+                                                 "args": {"path": f"f{n % 5}"}}}]})  # fmt: skip
+            parts_waiting.append((cid, "read_file"))
+        elif chance < 0.27 and parts_waiting:
+            cid, tool = parts_waiting.pop(0)
+            response = {"functionResponse": {"id": cid if rnd.random() < 0.8 else None,
+                                             "name": tool, "response": {"output": f"r{n}"}}}  # fmt: skip
+            write({"id": f"r{n}", "type": "user", "timestamp": when, "content": [response]})
+        else:
+            failing = n % 300 < 5
+            tool = "run_shell_command" if failing or rnd.random() < 0.5 else "glob"
+            args = {"command": "pytest -x"} if failing else {"pattern": f"*{n}.py"}
+            output = "Command: pytest -x\nExit Code: 1" if failing else f"found {n}"
+            call = {"id": f"c{n}", "name": tool, "args": args, "timestamp": when}
+            if rnd.random() < 0.1:
+                call["agentId"] = f"agent{n // 500}"
+            record = {"id": f"g{n}", "type": "gemini", "timestamp": when, "content": "",
+                      "model": "gemini-2.5-pro", "tokens": {"input": n, "output": 7},
+                      "thoughts": [{"subject": "Plan", "description": f"step {n}"}]}  # fmt: skip
+            write(record | {"toolCalls": [call | {"status": "executing"}]})
+            if rnd.random() < 0.2:
+                write({"id": f"i{n}", "type": "info", "timestamp": when, "content": "running"})
+            result = [{"functionResponse": {"id": call["id"], "name": tool,
+                                            "response": {"output": output}}}]  # fmt: skip
+            status = "cancelled" if rnd.random() < 0.03 else "success"
+            write(record | {"toolCalls": [call | {"status": status, "result": result}]})
+    return _jsonl(out), [last[i] for i in live]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_spooled_gemini_chat_recording_reads_as_the_same_recording_held_whole(monkeypatch, seed):
+    data, _ = _gemini_chat(3000, seed)
+    whole, spooled = held_and_spooled(data, monkeypatch, source="chat.jsonl", format="gemini-chat")
+    assert spooled.steps.spilled > 2500
+    meta = whole.metadata
+    assert meta["rewinds"] > 50 and meta["checkpoints"] > 50 and meta["sub_agents"]
+    assert any(s.id.startswith("branch:") for s in whole.steps)
+    assert {s.status for s in whole.steps if s.kind == "tool_call"} == {"ok", "error"}
+    assert detection.analyze(whole).findings
+
+
+def test_a_spooled_gemini_chat_document_reads_as_the_same_document_held_whole(monkeypatch):
+    _, messages = _gemini_chat(3000, 5)
+    document = {"sessionId": "gem-2", "projectHash": "p", "startTime": "t",
+                "lastUpdated": "t", "messages": messages}  # fmt: skip
+    whole, spooled = held_and_spooled(
+        json.dumps(document).encode(), monkeypatch, source="chat.json", format="gemini-chat"
+    )
+    assert spooled.steps.spilled > 2500 and whole.metadata["recording"] == "json"
+    assert detection.analyze(whole).findings
