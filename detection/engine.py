@@ -552,12 +552,11 @@ class Monitor:
             self._blocker.observe(lane.blocker, ev, self)
         if plan.batch:
             self._batch.observe(lane.batch, ev, self)
-        known = known_args and known_result and sequential
-        if plan.stall and known:
+        if plan.stall and sequential:  # (an unknown ends a run of the same result)
             self._stall.observe(lane.stall, ev, self)
         if plan.reads and known_args and sequential:
             self._reads.observe(lane.reads, ev, self)
-        if plan.near and known:
+        if plan.near and known_args and known_result and sequential:
             self._near.observe(lane.near, ev, self)
         if plan.streak:
             self._streak.observe(lane.streak, ev, self)

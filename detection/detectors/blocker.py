@@ -13,7 +13,9 @@ it fetches from, the head of its shell command, or else the tool itself.
 - A related success re-arms the blocker: the same tool succeeding on one of the targets that
   failed (the edit of app.py went through, ``make`` built), any call to the failing host
   succeeding, or a successful shell command that names the failing file.
-- An unrelated success does not: a read, a search, an edit of another file.
+- An unrelated success does not: a read, a search, an edit of another file. A failure whose
+  arguments the trace does not carry may have been on any target: any success that could
+  re-arm a failure on some target re-arms it (unknown is not equal, and never a new loop).
 - After a change (a new successful mutating call, see ``Lane.epoch``) a re-run that fails
   *differently* moved the failure: what failed before the change is forgotten. A re-run that
   fails the same way is the same blocker still: a check failing the same way after every
@@ -77,7 +79,8 @@ class Blocked:
     """The failures of one tool (or against one host) with one fingerprint."""
 
     __slots__ = (
-        "batch", "count", "epoch", "first_seq", "line", "seqs", "signature", "targets", "tools",
+        "anywhere", "batch", "count", "epoch", "first_seq", "line", "seqs", "signature",
+        "targets", "tools",
     )  # fmt: skip
 
     def __init__(self, seq: int, epoch: int, line: str, batch: Any = None) -> None:
@@ -90,15 +93,20 @@ class Blocked:
         self.targets: list[str] = []  # what the failing calls acted on, in order (bounded)
         self.signature = ""  # the finding's signature, made when it first reaches a threshold
         self.tools: list[str] = []
+        # a failure whose arguments the trace does not carry: it may have been on any
+        # target, so a success on any of them may be the fix (unknown is not equal)
+        self.anywhere = False
 
     def copy(self) -> Blocked:
         twin = Blocked(self.first_seq, self.epoch, self.line, self.batch)
         twin.count, twin.seqs = self.count, list(self.seqs)
         twin.targets, twin.tools = list(self.targets), list(self.tools)
-        twin.signature = self.signature
+        twin.signature, twin.anywhere = self.signature, self.anywhere
         return twin
 
-    def add(self, target: str, tool: str) -> None:
+    def add(self, target: str, tool: str, known: bool = True) -> None:
+        if not known:
+            self.anywhere = True
         if target not in self.targets and len(self.targets) < MAX_TARGETS:
             self.targets.append(target)
         if tool not in self.tools and len(self.tools) < MAX_TARGETS:
@@ -140,10 +148,9 @@ class BlockerState:
             del groups[scope]
         self.hosts = sum(1 for scope in groups if scope.startswith(HOST))
         self.files = any(
-            target.startswith("file:")
+            group.anywhere or any(target.startswith("file:") for target in group.targets)
             for faults in groups.values()
             for group in faults.values()
-            for target in group.targets
         )
 
 
@@ -303,7 +310,7 @@ class Blocker:
                 self._unknown_failure(state, ev)
             return
         target = self.target(ev)
-        if target.startswith("file:"):
+        if target.startswith("file:") or not ev.known_args:
             state.files = True
         self._fail(state, ev, ev.tool, target, fault.key, fault.line, out)
         if target.startswith("host:"):  # a host answers with a status, whoever asks
@@ -332,16 +339,18 @@ class Blocker:
             if len(faults) >= MAX_FAULTS:
                 del faults[next(iter(faults))]
             group = faults[key] = Blocked(ev.seq, ev.epoch, line, ev.batch_id)
-            group.add(target, ev.tool)
+            group.add(target, ev.tool, ev.known_args)
             return
         if ev.batch_id is not None and ev.batch_id == group.batch:
-            group.add(target, ev.tool)  # issued with the last one, not a retry after it
+            group.add(
+                target, ev.tool, ev.known_args
+            )  # issued with the last one, not a retry after it
             return
         group.batch = ev.batch_id
         group.count += 1
         group.epoch = ev.epoch
         group.line = line
-        group.add(target, ev.tool)
+        group.add(target, ev.tool, ev.known_args)
         add_seq(group.seqs, ev.seq)
         level = ev.settings.thresholds["blocker"].level(group.count)
         if level is None:
@@ -389,13 +398,13 @@ class Blocker:
         target = self.target(ev)
         if faults:  # the tool went through on a target that failed (or it has no target)
             anything = target == "tool:" + ev.tool
-            for key in [k for k, group in faults.items() if anything or target in group.targets]:
+            for key in [k for k, group in faults.items() if anything or _failed_on(group, target)]:
                 del faults[key]
         if target.startswith("host:"):
             groups.pop(HOST + target[5:], None)
         elif fixes and target.startswith("file:"):  # an edit of a failing file
             for faults in groups.values():
-                for key in [k for k, group in faults.items() if target in group.targets]:
+                for key in [k for k, group in faults.items() if _failed_on(group, target)]:
                     del faults[key]
         elif fixes and target.startswith("cmd:") and target[4:] not in _READS:
             command = command_text(ev.args) or ""
@@ -447,8 +456,16 @@ class Blocker:
         return out
 
 
+def _failed_on(group: Blocked, target: str) -> bool:
+    """Return whether a blocker failed on this target (or may have: ``Blocked.anywhere``)."""
+    return group.anywhere or target in group.targets
+
+
 def _names_a_file(command: str, group: Blocked) -> bool:
-    """Return whether a command names one of the files a blocker failed on."""
+    """Return whether a command names one of the files a blocker failed on (or may have: a
+    failure with unknown arguments)."""
+    if group.anywhere:
+        return True
     for target in group.targets:
         if target.startswith("file:"):
             name = posixpath.basename(target[5:])

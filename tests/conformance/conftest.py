@@ -10,6 +10,7 @@ assembled and analyzed.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -155,9 +156,13 @@ def run_producer(
     command += ["--key", board.key, "--session", session]
     if variant:
         command += ["--variant", variant]
+    env = dict(os.environ)
+    if venv != "node":  # exporters a framework makes itself: seconds, as common.EXPORT_TIMEOUT
+        env["OTEL_EXPORTER_OTLP_TIMEOUT"] = "60"
     done = subprocess.run(
-        command, cwd=ROOT, capture_output=True, text=True, timeout=PRODUCER_TIMEOUT, check=False
-    )
+        command, cwd=ROOT, capture_output=True, text=True, timeout=PRODUCER_TIMEOUT, check=False,
+        env=env,
+    )  # fmt: skip
     output = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-6000:]}"
     assert done.returncode == 0, f"{producer} exited {done.returncode}\n{output}"
     assert not EXPORT_ERROR.search(done.stderr), f"{producer}: export error\n{output}"

@@ -113,12 +113,19 @@ def parse_args(variants: tuple[str, ...] = ()) -> Options:
     )
 
 
+#: Seconds one export may take, retries included (the SDK's default is 10). On a loaded CI
+#: machine a request to the test's loopboard once took longer, and the SDK gave the batch up.
+EXPORT_TIMEOUT = 60
+
+
 def span_exporter(options: Options):  # noqa: ANN201
     """Return an OTLP/HTTP (protobuf) span exporter to loopboard's /v1/traces, with the key
     in the Authorization header."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OTLPSpanExporter(endpoint=f"{options.endpoint}/v1/traces", headers=options.headers)
+    return OTLPSpanExporter(
+        endpoint=f"{options.endpoint}/v1/traces", headers=options.headers, timeout=EXPORT_TIMEOUT
+    )
 
 
 def tracer_provider(options: Options, service: str, **resource: Any):  # noqa: ANN201
@@ -142,7 +149,9 @@ def logger_provider(options: Options, service: str, **resource: Any):  # noqa: A
     from opentelemetry.sdk.resources import Resource
 
     provider = LoggerProvider(resource=Resource.create({"service.name": service, **resource}))
-    exporter = OTLPLogExporter(endpoint=f"{options.endpoint}/v1/logs", headers=options.headers)
+    exporter = OTLPLogExporter(
+        endpoint=f"{options.endpoint}/v1/logs", headers=options.headers, timeout=EXPORT_TIMEOUT
+    )
     provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
     return provider
 
