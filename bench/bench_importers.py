@@ -110,6 +110,31 @@ after 700,000 calls), and `claude-code` is one turn of distinct calls (`claude-c
 in turns of 200 calls, stays under 200 MB everywhere). The machine was busier
 for the later runs, so the times are not comparable. The worker adds Django's ~95 MB and
 the ledger (~56 bytes a call).
+
+Measured 2026-12-07 with the four benches of the agent harnesses' documents run side by side
+with tests and other benches (load average 7.7 to 9.6 during the before runs' first half, 1.8
+to 3.3 at their end, so the times say little). Before is commit 4f5cb4a (each run held whole);
+after is the step spool in swe_agent.py, mini_swe_agent.py and openhands.py (acd9150).
+
+    format            through      MB    steps   s before  s after   peak RSS MB  before  after
+    swe-agent         parse    1083.8    55747     115.5    293.3                  126     49
+    swe-agent         scan     1083.8    55747      94.8    265.7                  126     49
+    swe-agent         worker   1083.8    55747     244.2    230.2                  268    120
+    mini-swe-agent    parse    1073.8    49321     145.0     83.4                   98     44
+    mini-swe-agent    scan     1073.8    49321     153.0     74.6                   98     45
+    mini-swe-agent    worker   1073.8    49321     130.1     69.1                  235    115
+    openhands-gui     parse    1079.0    25801      99.8     52.9                   77     71
+    openhands-gui     scan     1079.0    25801      84.3     52.2                   80     71
+    openhands-gui     worker   1079.0    25801      71.6     44.7                  191    139
+    openhands-eval    parse    1085.9    25650      54.7     28.3                  122    123
+    openhands-eval    scan     1085.9    25650      59.0     28.7                  123    123
+    openhands-eval    worker   1085.9    25650      67.2     33.6                  190    191
+
+On a 256 MB swe-agent file (13,967 steps, spilled) the parse took 10.5 s of CPU after against
+9.6 s before: the pass that names the steps and the kit's two finishing passes. An OpenHands
+GUI export's peak is its events (a 40 KB model response each, built whole), not its steps. An
+eval line is read whole before it is streamed (at most max_line_bytes), and its 450 steps never
+leave the spool's window, so openhands-eval is what it was.
 """
 
 from __future__ import annotations
