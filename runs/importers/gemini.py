@@ -666,7 +666,7 @@ class _Recording:
 
     def message(self, record: dict[str, Any], line: int | None) -> None:
         """Add a message, or replace the earlier version of its id in place."""
-        if record.get("id") in self.laid and record.get("id") not in self.live:
+        if self.closed(record.get("id")):
             self.skips.note(
                 f"{self.source}:{line}: message {str(record['id'])[:80]!r} written again after "
                 f"{self.window} newer messages: the earlier version stands"
@@ -695,6 +695,10 @@ class _Recording:
             if isinstance(value, str) and value:
                 self.meta[key] = clip_strings(value, 1000)
 
+    def closed(self, message_id: Any) -> bool:
+        """Whether this message is laid out already: it changes no more."""
+        return message_id in self.laid and message_id not in self.live
+
     def checkpoint(self, messages: list[Any], line: int | None) -> None:
         """Replace the open live messages by the checkpoint's, keeping those it leaves out (a
         message it lists that is laid out already keeps its place and version)."""
@@ -712,7 +716,7 @@ class _Recording:
                     )
                 )
                 continue
-            if record["id"] in self.laid and record["id"] not in self.live:
+            if self.closed(record["id"]):
                 continue
             self.message(record, line)
             message = self.live[record["id"]]

@@ -159,8 +159,7 @@ class _Builder:
         self.limits, self.skips, self.source = limits, skips, source
         self.spool = StepSpool(hold=self._holds)
         self.run = Run(id=os.path.basename(source) or "run", format=name, steps=self.spool)  # type: ignore[arg-type]
-        self.pending: list[Step] = []  # calls of the last assistant turn still waiting
-        self.waiting: set[int] = set()  # id() of the pending calls: the steps the spool holds
+        self.pending: list[Step] = []  # calls of the last assistant turn still waiting: held
         self.seen_task = False
         self.last_blocks: int | None = None  # bash blocks of the last reply that ran nothing
         self.exit_status: str | None = None
@@ -196,17 +195,14 @@ class _Builder:
         return self.spool
 
     def _holds(self, step: Step) -> bool:
-        """Whether a step leaving the spool's window may still change: a pending call."""
-        return id(step) in self.waiting
-
-    def _wait(self, calls: list[Step]) -> None:
-        self.pending = calls
-        self.waiting = {id(call) for call in calls}
+        """Whether a step leaving the spool's window may still change: a pending call (one
+        turn's calls: a few)."""
+        return any(step is call for call in self.pending)
 
     def read(self) -> Run:
         """The run, once every message is read: no step changes any more."""
         self.spool.hold = None
-        self._wait([])
+        self.pending = []
         return self.run
 
     def _add(self, step: Step) -> Step:
@@ -249,7 +245,7 @@ class _Builder:
         first.started_at = parse_time(response.get("created", response.get("created_at")))
         for step in steps:
             self._add(step)
-        self._wait(calls)
+        self.pending = calls
 
     def _tool_result(self, call_id: Any, content: Any, extra: dict[str, Any]) -> None:
         call = self._waiting(None if call_id is None else str(call_id))
@@ -281,7 +277,7 @@ class _Builder:
             error = _failed(output, extra, submit=submit)
         for call in calls:
             set_result(call, output, error=error, limits=self.limits)
-        self._wait([s for s in self.pending if all(s is not c for c in calls)])
+        self.pending = [s for s in self.pending if all(s is not c for c in calls)]
 
     def _format_error(self, text: str, extra: dict[str, Any]) -> None:
         found = FORMAT_ERROR.search(text)
