@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, Final, cast
 
-from .detectors.base import Event, Level, Message, add_seq
+from .detectors.base import HORIZON, Event, Level, Message, add_seq, newest_half
 from .detectors.blocker import Blocker, BlockerState
 from .detectors.patterns import BatchRepeat, BatchState, Oscillation, OscState
 from .detectors.repeat import Failing, MutatingFailure, Repeat, RepeatState
@@ -83,7 +83,8 @@ class Lane:
         self.streak = StreakState()
         self.messages: list[Text] = []  # the assistant's texts since the last tool call
         self.epoch = 0  # bumped by each new successful call to a mutating tool
-        self.mutations: set[str] = set()  # mutating call signatures seen in the scope
+        # mutating call signatures seen in the scope (a dict: the oldest go past HORIZON)
+        self.mutations: dict[str, None] = {}
         self.together: Any = None  # the batch (assistant message) of the last call
         self.together_sigs: set[str] = set()  # the call signatures issued in that batch
 
@@ -98,7 +99,7 @@ class Lane:
             tool: [cluster.copy() for cluster in clusters] for tool, clusters in self.near.items()
         }
         twin.messages = [text.copy() for text in self.messages]
-        twin.epoch, twin.mutations = self.epoch, set(self.mutations)
+        twin.epoch, twin.mutations = self.epoch, dict(self.mutations)
         twin.together, twin.together_sigs = self.together, set(self.together_sigs)
         return twin
 
@@ -527,7 +528,9 @@ class Monitor:
         ev.clear_marks()
         ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:
-            lane.mutations.add(sig)
+            if len(lane.mutations) >= HORIZON:
+                lane.mutations = newest_half(lane.mutations)
+            lane.mutations[sig] = None
             lane.epoch += 1  # the world changed: later repeats are re-checks
         ev.epoch = lane.epoch
         # the detectors, in catalogue order: oscillation before repeat (a call inside a

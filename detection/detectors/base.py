@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
     from ..policy import ToolSettings
 
 MAX_SEQS: Final = 100  # seqs kept per finding: enough to show the loop, bounded for a live monitor
+#: Distinct keys a lane's detector state remembers before it forgets the older half: the calls
+#: of a turn made once so far, the failing calls of the run, capped calls, the files and ranges
+#: read, the mutations seen. A real turn stays far below it; a turn of more distinct calls (a
+#: generated or endless session) then costs the engine a bounded memory (~20 MB a lane),
+#: not ~400 bytes for each call. A call made again more than HORIZON / 2 to HORIZON distinct
+#: calls after the last time it was remembered counts as a new call.
+HORIZON: Final = 65_536
 _WORDS: Final = re.compile(r"[a-z0-9_]+")
 #: ``json.dumps(value, ensure_ascii=False, default=str)``, with its encoder made once
 _JSON: Final = json.JSONEncoder(ensure_ascii=False, default=str)
@@ -150,6 +158,14 @@ class Tally:
         """Give a copy (made from first_seq) this one's count and seqs."""
         twin.count = self.count
         twin.seqs = list(self.seqs) if self.seqs is not None else None
+
+
+def newest_half(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    """Return a dict of the newer half of ``mapping``'s keys (insertion order), with their values.
+
+    Called when a map outgrows HORIZON, it costs one copy for every HORIZON / 2 keys added.
+    """
+    return dict(islice(mapping.items(), len(mapping) // 2, None))
 
 
 def times(count: int) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .base import Event, Level, add_seq, advice, short, times
+from .base import HORIZON, Event, Level, add_seq, advice, newest_half, short, times
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -57,7 +57,9 @@ class RepeatState:
 
     Most calls are never repeated, so a call made once is kept as three plain dict entries
     (its seq, epoch and result digest: nothing for the garbage collector to track); its
-    Group is only built on the second call.
+    Group is only built on the second call. The calls made once, the failing calls and the
+    capped calls are each remembered up to HORIZON (base.py), then the older half is
+    forgotten: memory bounded however many distinct calls a turn or a run makes.
     """
 
     __slots__ = ("caps", "fails", "first_epoch", "first_rdig", "first_seq", "groups")
@@ -92,6 +94,10 @@ class RepeatState:
         self.first_seq[sig] = seq
         self.first_epoch[sig] = epoch
         self.first_rdig[sig] = rdig
+        if len(self.first_seq) > HORIZON:
+            self.first_seq = newest_half(self.first_seq)
+            self.first_epoch = {sig: self.first_epoch[sig] for sig in self.first_seq}
+            self.first_rdig = {sig: self.first_rdig[sig] for sig in self.first_seq}
 
     def group(self, sig: str) -> Group | None:
         """Return the call's Group, or one made from its single call (not stored)."""
@@ -157,6 +163,8 @@ class Repeat:
     def _cap(self, state: RepeatState, ev: Event, limit: int, rule: str, out: Monitor) -> None:
         seqs = state.caps.get(ev.sig)
         if seqs is None:
+            if len(state.caps) >= HORIZON:
+                state.caps = newest_half(state.caps)
             seqs = state.caps[ev.sig] = []
         add_seq(seqs, ev.seq)
         repeats = len(seqs) - 1
@@ -225,6 +233,8 @@ class Repeat:
         # failure whose error the trace does not carry (unknown) can never be said to.
         fault = (ev.fault.key if ev.fault is not None else "") if ev.known_result else None
         if group is None or (group.epoch != ev.epoch and (fault is None or group.fault != fault)):
+            if group is None and len(state.fails) >= HORIZON:
+                state.fails = newest_half(state.fails)
             group = state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
             group.fault, group.tool = fault, ev.tool  # new, or a re-check that fails differently
             return

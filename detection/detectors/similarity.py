@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import _normalize, _normalize_str, canonical_path, json_in_text
-from .base import Event, Tally, add_seq, advice, jaccard, short, words
+from .base import HORIZON, Event, Tally, add_seq, advice, jaccard, newest_half, short, words
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -572,7 +572,13 @@ class Reads(Tally):
 
 
 class ReadState:
-    """The reads of a path: how often each file was read, and each range's reads."""
+    """The reads of a path: how often each file was read, and each range's reads.
+
+    Each map is remembered up to HORIZON keys (base.py), then the older half is forgotten. A
+    forgotten file counts its reads again from one, so the next read of a range read before then
+    is never taken as a re-read after other ranges (the range's count is ahead of the file's
+    new one): forgetting can miss a re-read, never invent one.
+    """
 
     __slots__ = ("files", "ranges")
 
@@ -608,9 +614,15 @@ class ReadRange:
             return
         span = read_span(ev.args)
         key = span + "\0" + path
-        n = state.files[path] = state.files.get(path, 0) + 1
+        files = state.files
+        n = files.pop(path, 0) + 1  # (put back last: the files read longest ago go first)
+        files[path] = n
+        if len(files) > HORIZON:
+            state.files = newest_half(files)
         entry = state.ranges.get(key)
         if entry is None or entry.epoch != ev.epoch:
+            if entry is None and len(state.ranges) >= HORIZON:
+                state.ranges = newest_half(state.ranges)
             state.ranges[key] = Reads(ev.seq, n, ev.epoch)
             return
         interleaved = n - entry.at > 1  # other ranges were read since
