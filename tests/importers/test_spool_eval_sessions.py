@@ -238,3 +238,59 @@ def test_a_sample_member_that_is_not_json_is_reported_and_the_next_is_read():
     broken, read = iter_runs(buffer.getvalue(), format="inspect-ai")
     assert broken.skipped == 1 and not broken.steps and "truncated" in broken.warnings[0]
     assert sum(s.kind == "tool_call" for s in read.steps) == 100 + 3
+
+
+# --- OpenCode
+
+
+def _opencode(turns: int, seed: int) -> bytes:
+    """An export: a user message every 20 turns, assistant messages of one or more model
+    calls (`step-start` parts), reasoning and text parts, tool parts completed (exit codes
+    in `metadata.exit`), failed or interrupted, message errors, and now and then a message
+    of more calls than the spool's window (its usage on its first step)."""
+    rng = random.Random(seed)
+    messages: list[dict] = []
+    for n in range(turns):
+        if n % 20 == 0:
+            parts = [{"type": "text", "text": f"next task {n}"}]
+            messages.append({"info": {"id": f"msg_u{n}", "role": "user", "time": {"created": n}}, "parts": parts})  # fmt: skip
+        calls = 60 if n % 97 == 50 else 1 + (n % 5 == 0)
+        parts = [{"type": "step-start"}]
+        if n % 3 == 0:
+            parts.append({"type": "reasoning", "text": f"think {n}"})
+        parts.append({"type": "text", "text": f"step {n}"})
+        for i in range(calls):
+            command = _command(n, rng)
+            state: dict = {"status": "completed", "input": {"command": command}, "output": _output(command, n),
+                           "metadata": {"exit": 1 if command == FAILING else 0}, "time": {"start": n, "end": n + 1}}  # fmt: skip
+            if n % 61 == 7:
+                state = {"status": "error", "input": {"command": command}, "error": "tool failed"}
+            elif n % 83 == 9:
+                state = {"status": "running", "input": {"command": command}}
+            parts.append({"type": "tool", "callID": f"c{n}.{i}", "tool": "bash", "state": state})
+            if i % 2:
+                parts.append({"type": "step-start"})
+        info = {"id": f"msg_{n}", "role": "assistant", "modelID": "claude-sonnet-4-5", "time": {"created": n},
+                "cost": 0.01, "tokens": {"input": 100 + n, "output": 20, "reasoning": 5, "cache": {"read": 50}}}  # fmt: skip
+        if n % 211 == 100:
+            info["error"] = {"name": "APIError", "data": {"message": f"overloaded {n}"}}
+        messages.append({"info": info, "parts": parts})
+    return json.dumps({"info": {"id": "ses_long", "title": "long"}, "messages": messages}).encode()
+
+
+def test_a_long_opencode_session_reads_the_same_through_a_small_spool(monkeypatch):
+    """A tool part holds its call's result, so no result comes late in this format; the
+    message longer than the window still gets its usage on its first step."""
+    data = _opencode(1500, 13)
+    whole, spooled = held_and_spooled(data, monkeypatch, source="x.json", format="opencode")
+    assert spooled.steps.spilled > 3000
+    steps = whole.steps
+    calls = [s for s in steps if s.kind == "tool_call"]
+    assert len(calls) == sum(60 if n % 97 == 50 else 1 + (n % 5 == 0) for n in range(1500))
+    assert all(s.result is not None for s in calls)
+    assert sum(s.result == "[Tool execution was interrupted]" for s in calls) > 10
+    assert sum(s.status == "error" for s in calls) > 150
+    big = next(s for s in steps if s.batch_id == "msg_50#1")
+    first = steps[steps.index(big) - 1]  # the message's text step comes first: its usage
+    assert (first.kind, first.tokens_in, first.cost) == ("assistant", 150 + 50, 0.01)
+    assert len(whole.warnings) == len(range(100, 1500, 211))  # the message errors
