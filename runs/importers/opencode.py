@@ -22,12 +22,6 @@ Messages, in file order (OpenCode writes them by id, which ascends in time):
 - `subtask`/`agent` parts and `step-start`/`step-finish`/`patch`/`snapshot`/`file` parts are
   context and are left out; a `task` tool call keeps `state.metadata.sessionId` (the child
   session) in its arguments' place only as metadata: an export holds one session.
-
-Any length: the steps go into a step spool (kit.spool), so a session of any length is read
-in the memory of one message (a message, with its parts, is read whole, and its steps are
-made before they join the run, its usage on the first) and of the spool's window. A tool
-part carries its call's result, so no step changes once added and none is held. The first
-MAX_WARNINGS message errors are kept as warnings (each is still a step).
 """
 
 from __future__ import annotations
@@ -41,9 +35,8 @@ from detection.model import Run, Step
 from . import text_errors
 from .content import fnumber, number, parse_time
 from .detect import Claim, Sample
-from .errors import MAX_WARNINGS, Skips, TooManySteps, TraceError
+from .errors import Skips, TooManySteps, TraceError
 from .kit import add_step, finish_run, set_result, text_step, tool_step
-from .kit.spool import StepSpool
 from .reading import Limits, first_byte, iter_members
 
 name = "opencode"
@@ -75,8 +68,7 @@ def parse(stream: IO[bytes], *, source: str, limits: Limits) -> Iterator[Run]:
     """Yield the one session of the export."""
     if not first_byte(stream):
         raise TraceError("empty file", source=source)
-    steps = StepSpool()
-    run = Run(id=os.path.basename(source) or "run", format=name, steps=steps)  # type: ignore[arg-type]
+    run = Run(id=os.path.basename(source) or "run", format=name)
     skips = Skips()
     found = False
     for key, value in _top_level(stream, source=source, limits=limits):
@@ -148,30 +140,27 @@ def _message(run: Run, message: Any, limits: Limits) -> None:
     model = info.get("modelID")
     if isinstance(model, str) and model:
         run.metadata.setdefault("model", model)
-    made: list[Step] = []  # the message's steps, added once its usage is on the first
+    first = len(run.steps)
     for part in parts:
         if isinstance(part, dict) and part.get("type") == "reasoning" and part.get("text"):
-            made.append(text_step("reasoning", str(part["text"]), limits=limits))
+            _add(run, text_step("reasoning", str(part["text"]), limits=limits), limits)
     if text:
-        made.append(text_step("assistant", text, limits=limits, started_at=when))
+        _add(run, text_step("assistant", text, limits=limits, started_at=when), limits)
     model_call = 0  # `step-start` parts divide a message into model calls: each is a batch
     for part in parts:
         if isinstance(part, dict) and part.get("type") == "step-start":
             model_call += 1
         if isinstance(part, dict) and part.get("type") == "tool":
             batch = f"{info.get('id')}#{model_call}"
-            made.append(_tool(part, limits, batch=batch))
+            _add(run, _tool(part, limits, batch=batch), limits)
     error = info.get("error")
     if isinstance(error, dict):
         data = error.get("data") if isinstance(error.get("data"), dict) else {}
         notice = f"{error.get('name') or 'error'}: {data.get('message') or ''}".rstrip(": ")
-        if len(run.warnings) < MAX_WARNINGS:
-            run.warnings.append(notice[:500])
-        made.append(text_step("system", notice, limits=limits, started_at=when))
-    if made:
-        _usage(made[0], info)
-    for step in made:
-        _add(run, step, limits)
+        run.warnings.append(notice[:500])
+        _add(run, text_step("system", notice, limits=limits, started_at=when), limits)
+    if len(run.steps) > first:
+        _usage(run.steps[first], info)
 
 
 def _usage(step: Step, info: dict) -> None:
