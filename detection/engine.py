@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, Final, cast
 
-from .detectors.base import HORIZON, Event, Level, Message, add_seq, newest_half
+from .detectors.base import Event, Level, Message, add_seq, make_room
 from .detectors.blocker import Blocker, BlockerState
 from .detectors.patterns import BatchRepeat, BatchState, Oscillation, OscState
 from .detectors.repeat import Failing, MutatingFailure, Repeat, RepeatState
@@ -528,8 +528,7 @@ class Monitor:
         ev.clear_marks()
         ev.quiet = plan.quiet or error
         if plan.mutating and not error and sig not in lane.mutations:
-            if len(lane.mutations) >= HORIZON:
-                lane.mutations = newest_half(lane.mutations)
+            lane.mutations = make_room(lane.mutations)
             lane.mutations[sig] = None
             lane.epoch += 1  # the world changed: later repeats are re-checks
         ev.epoch = lane.epoch

@@ -161,11 +161,14 @@ class Tally:
 
 
 def newest_half(mapping: dict[Any, Any]) -> dict[Any, Any]:
-    """Return a dict of the newer half of ``mapping``'s keys (insertion order), with their values.
-
-    Called when a map outgrows HORIZON, it costs one copy for every HORIZON / 2 keys added.
-    """
+    """Return a dict of the newer half of ``mapping``'s keys (insertion order), with their values."""
     return dict(islice(mapping.items(), len(mapping) // 2, None))
+
+
+def make_room(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    """Return ``mapping``, or its newer half once it holds HORIZON keys; call it before adding a
+    key, so a map never holds more than HORIZON (one copy for every HORIZON / 2 keys added)."""
+    return newest_half(mapping) if len(mapping) >= HORIZON else mapping
 
 
 def times(count: int) -> str:

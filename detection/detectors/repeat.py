@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .base import HORIZON, Event, Level, add_seq, advice, newest_half, short, times
+from .base import HORIZON, Event, Level, add_seq, advice, make_room, newest_half, short, times
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -91,13 +91,13 @@ class RepeatState:
 
     def first(self, sig: str, seq: int, epoch: int, rdig: str) -> None:
         """Record a successful call as made once (again, after a change of epoch)."""
+        if len(self.first_seq) >= HORIZON and sig not in self.first_seq:
+            self.first_seq = newest_half(self.first_seq)  # (the other two follow its keys)
+            self.first_epoch = {key: self.first_epoch[key] for key in self.first_seq}
+            self.first_rdig = {key: self.first_rdig[key] for key in self.first_seq}
         self.first_seq[sig] = seq
         self.first_epoch[sig] = epoch
         self.first_rdig[sig] = rdig
-        if len(self.first_seq) > HORIZON:
-            self.first_seq = newest_half(self.first_seq)
-            self.first_epoch = {sig: self.first_epoch[sig] for sig in self.first_seq}
-            self.first_rdig = {sig: self.first_rdig[sig] for sig in self.first_seq}
 
     def group(self, sig: str) -> Group | None:
         """Return the call's Group, or one made from its single call (not stored)."""
@@ -163,8 +163,7 @@ class Repeat:
     def _cap(self, state: RepeatState, ev: Event, limit: int, rule: str, out: Monitor) -> None:
         seqs = state.caps.get(ev.sig)
         if seqs is None:
-            if len(state.caps) >= HORIZON:
-                state.caps = newest_half(state.caps)
+            state.caps = make_room(state.caps)
             seqs = state.caps[ev.sig] = []
         add_seq(seqs, ev.seq)
         repeats = len(seqs) - 1
@@ -233,8 +232,8 @@ class Repeat:
         # failure whose error the trace does not carry (unknown) can never be said to.
         fault = (ev.fault.key if ev.fault is not None else "") if ev.known_result else None
         if group is None or (group.epoch != ev.epoch and (fault is None or group.fault != fault)):
-            if group is None and len(state.fails) >= HORIZON:
-                state.fails = newest_half(state.fails)
+            if group is None:
+                state.fails = make_room(state.fails)
             group = state.fails[ev.sig] = Group(ev.seq, ev.epoch, "!error")
             group.fault, group.tool = fault, ev.tool  # new, or a re-check that fails differently
             return

@@ -24,7 +24,7 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from ..keys import _normalize, _normalize_str, canonical_path, json_in_text
-from .base import HORIZON, Event, Tally, add_seq, advice, jaccard, newest_half, short, words
+from .base import Event, Tally, add_seq, advice, jaccard, make_room, short, words
 
 if TYPE_CHECKING:
     from ..engine import Monitor
@@ -614,15 +614,13 @@ class ReadRange:
             return
         span = read_span(ev.args)
         key = span + "\0" + path
-        files = state.files
-        n = files.pop(path, 0) + 1  # (put back last: the files read longest ago go first)
-        files[path] = n
-        if len(files) > HORIZON:
-            state.files = newest_half(files)
+        n = state.files.pop(path, 0) + 1  # (put back last: the files read longest ago go first)
+        state.files = make_room(state.files)
+        state.files[path] = n
         entry = state.ranges.get(key)
         if entry is None or entry.epoch != ev.epoch:
-            if entry is None and len(state.ranges) >= HORIZON:
-                state.ranges = newest_half(state.ranges)
+            if entry is None:
+                state.ranges = make_room(state.ranges)
             state.ranges[key] = Reads(ev.seq, n, ev.epoch)
             return
         interleaved = n - entry.at > 1  # other ranges were read since
